@@ -1,0 +1,21 @@
+import { Schema } from "effect"
+
+/**
+ * No RDMA device could be used: the library is missing, the host has no devices, or the named device is absent.
+ * `message` says which, and what to do about it; `available` lists the devices that are present.
+ */
+export class DeviceNotFound extends Schema.TaggedError<DeviceNotFound>()("DeviceNotFound", {
+  device: Schema.optional(Schema.String),
+  available: Schema.Array(Schema.String),
+  message: Schema.String
+}) {}
+
+/**
+ * A verbs call failed. `op` is the verbs function (`ibv_modify_qp`), `errno` the Linux errno it returned (EINVAL 22
+ * for an illegal QP transition or a missing attribute), `message` says what was wrong.
+ */
+export class RdmaError extends Schema.TaggedError<RdmaError>()("RdmaError", {
+  op: Schema.String,
+  errno: Schema.Number,
+  message: Schema.String
+}) {}

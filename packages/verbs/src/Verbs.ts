@@ -1,0 +1,258 @@
+/**
+ * The `Verbs` service: the subset of libibverbs the transfer engine uses, typed, with the names and numbers of
+ * `<infiniband/verbs.h>`. Two providers implement it: `SoftVerbs` (a user-space RC provider over UDP) and `Ibverbs`
+ * (the system `libibverbs.so.1` through koffi). The engine never knows which one it runs on.
+ *
+ * Lifecycle (open, allocate, register, create, modify, destroy) is made of Effects; resources are scoped and released
+ * when their scope closes. The hot path (`postSend`, `postRecv`, `pollCq`, `reqNotifyCq`) is plain synchronous code
+ * on handle objects: it returns 0 or an errno, fills caller-provided objects and allocates nothing.
+ *
+ * Memory is addressed as verbs address it: a memory region covers `[addr, addr + length)`; a scatter/gather entry is
+ * `(addr, length, lkey)`; a remote access is `(remoteAddr, rkey)`. Addresses are plain numbers (user-space addresses
+ * fit in 53 bits).
+ *
+ * @since 0.1.0
+ */
+import type { Effect, Scope, Stream } from "effect"
+import { Context } from "effect"
+import type { EventType, Mtu, PortState, QpState, QpType, WcOpcode, WcStatus, WrOpcode } from "./Constants.js"
+import type { DeviceNotFound, RdmaError } from "./Errors.js"
+
+/** A 16-byte GID (`union ibv_gid`). */
+export type Gid = Uint8Array
+
+/** What `ibv_get_device_list` names: a device and its node GUID (as 16 hex digits). */
+export interface DeviceInfo {
+  readonly name: string
+  readonly guid: string
+}
+
+/** `struct ibv_port_attr`, the fields the engine reads. */
+export interface PortAttr {
+  readonly state: PortState
+  /** `max_mtu` as an `ibv_mtu`. */
+  readonly maxMtu: Mtu
+  /** `active_mtu` as an `ibv_mtu`. */
+  readonly activeMtu: Mtu
+  readonly gidTblLen: number
+  readonly lid: number
+  /** `IBV_LINK_LAYER_*`. */
+  readonly linkLayer: number
+  readonly activeSpeed: number
+  readonly activeWidth: number
+}
+
+/** `struct ibv_global_route`. */
+export interface GlobalRoute {
+  readonly dgid: Gid
+  readonly flowLabel?: number
+  readonly sgidIndex?: number
+  readonly hopLimit?: number
+  readonly trafficClass?: number
+}
+
+/** `struct ibv_ah_attr`: how to reach the peer QP. On RoCE (and SoftVerbs) `isGlobal` is 1 and `grh.dgid` is the key. */
+export interface AhAttr {
+  readonly dlid?: number
+  readonly sl?: number
+  readonly srcPathBits?: number
+  readonly isGlobal?: number
+  readonly portNum?: number
+  readonly grh?: GlobalRoute
+}
+
+/** `struct ibv_qp_cap`. */
+export interface QpCap {
+  readonly maxSendWr: number
+  readonly maxRecvWr: number
+  readonly maxSendSge: number
+  readonly maxRecvSge: number
+  readonly maxInlineData: number
+}
+
+/** `struct ibv_qp_init_attr`. */
+export interface QpInitAttr {
+  readonly sendCq: CompletionQueue
+  readonly recvCq: CompletionQueue
+  readonly cap: QpCap
+  readonly qpType: QpType
+  /** `sq_sig_all`: every send WR is signaled. */
+  readonly sqSigAll?: boolean
+}
+
+/**
+ * `struct ibv_qp_attr`: the fields `modifyQp` and `queryQp` use. Which ones `modifyQp` reads is chosen by the
+ * attribute mask (`QpAttrMask`), exactly as in verbs.
+ */
+export interface QpAttr {
+  readonly qpState?: QpState
+  readonly curQpState?: QpState
+  readonly pathMtu?: Mtu
+  readonly qkey?: number
+  readonly rqPsn?: number
+  readonly sqPsn?: number
+  readonly destQpNum?: number
+  readonly qpAccessFlags?: number
+  readonly cap?: QpCap
+  readonly ahAttr?: AhAttr
+  readonly pkeyIndex?: number
+  readonly enSqdAsyncNotify?: number
+  readonly sqDraining?: number
+  readonly maxRdAtomic?: number
+  readonly maxDestRdAtomic?: number
+  readonly minRnrTimer?: number
+  readonly portNum?: number
+  readonly timeout?: number
+  readonly retryCnt?: number
+  readonly rnrRetry?: number
+}
+
+/** `struct ibv_sge`. */
+export interface Sge {
+  addr: number
+  length: number
+  lkey: number
+}
+
+/**
+ * `struct ibv_send_wr`. Reuse one object per slot on the hot path; `next` chains several WRs into one post, as in
+ * verbs. `remoteAddr`/`rkey` are `wr.rdma`; `immData` is the immediate (host order, 32 bits).
+ */
+export interface SendWr {
+  wrId: number
+  next?: SendWr | null
+  sgList: ReadonlyArray<Sge>
+  numSge?: number
+  opcode: WrOpcode
+  sendFlags: number
+  immData?: number
+  remoteAddr?: number
+  rkey?: number
+}
+
+/** `struct ibv_recv_wr`. */
+export interface RecvWr {
+  wrId: number
+  next?: RecvWr | null
+  sgList: ReadonlyArray<Sge>
+  numSge?: number
+}
+
+/**
+ * `struct ibv_wc`, as a mutable object that `pollCq` fills. Allocate an array of them once (`WorkCompletion.array`)
+ * and pass it to every poll.
+ */
+export class WorkCompletion {
+  wrId = 0
+  status: WcStatus = 0
+  opcode: WcOpcode = 0
+  vendorErr = 0
+  byteLen = 0
+  /** Immediate data (host order) when `wcFlags & WcFlags.WITH_IMM`. */
+  immData = 0
+  qpNum = 0
+  srcQp = 0
+  wcFlags = 0
+  pkeyIndex = 0
+  slid = 0
+  sl = 0
+  dlidPathBits = 0
+
+  /** `n` fresh completions, for a poller to reuse. */
+  static array(n: number): Array<WorkCompletion> {
+    return Array.from({ length: n }, () => new WorkCompletion())
+  }
+}
+
+/** `struct ibv_async_event`: what happened and to which object (a QP number, a CQ, or a port number). */
+export interface AsyncEvent {
+  readonly eventType: EventType
+  readonly qpNum?: number
+  readonly cq?: CompletionQueue
+  readonly portNum?: number
+  /** A human-readable cause, for logs. */
+  readonly detail?: string
+}
+
+/** `struct ibv_mr`: a registered memory region. */
+export interface MemoryRegion {
+  readonly addr: number
+  readonly length: number
+  readonly lkey: number
+  readonly rkey: number
+  readonly access: number
+  /** The memory the region covers: `buffer[0]` is at `addr`. */
+  readonly buffer: Buffer
+}
+
+/**
+ * `struct ibv_cq` with its completion channel. `pollCq` is `ibv_poll_cq`; `reqNotifyCq` arms the channel for the next
+ * completion (`ibv_req_notify_cq`); `setNotify` installs the channel's listener, called synchronously once per armed
+ * event, so a poller can sleep instead of spinning (`awaitNotify` is the same as an Effect).
+ */
+export interface CompletionQueue {
+  readonly cqe: number
+  /** Polls at most `n` completions into `wc[0..n)`; returns how many, or a negative errno. */
+  pollCq(n: number, wc: ReadonlyArray<WorkCompletion>): number
+  /** Arms the completion channel; returns 0 or an errno. */
+  reqNotifyCq(solicitedOnly?: boolean): number
+  /** Installs (or with `null` removes) the completion channel listener. */
+  setNotify(listener: (() => void) | null): void
+  /** Arms the CQ and waits for the next completion event (returns at once if completions are already queued). */
+  readonly awaitNotify: Effect.Effect<void>
+}
+
+/** `struct ibv_qp` of type RC. */
+export interface QueuePair {
+  readonly qpNum: number
+  /** The current state, read without a verbs call (as `ibv_qp.state`). */
+  readonly state: QpState
+  /** `ibv_post_send`: 0, or an errno with `badSendWr` set to the first WR not posted. */
+  postSend(wr: SendWr): number
+  /** `ibv_post_recv`: 0, or an errno with `badRecvWr` set to the first WR not posted. */
+  postRecv(wr: RecvWr): number
+  readonly badSendWr: SendWr | null
+  readonly badRecvWr: RecvWr | null
+  /** `ibv_modify_qp`: applies the attributes named by `mask`; an illegal transition or a missing attribute is EINVAL. */
+  modifyQp(attr: QpAttr, mask: number): Effect.Effect<void, RdmaError>
+  /** `ibv_query_qp`. */
+  queryQp(mask: number): Effect.Effect<QpAttr & { readonly qpState: QpState }, RdmaError>
+  /** `ibv_destroy_qp`. Also done when the scope the QP was created in closes; destroying twice is a no-op. */
+  readonly destroy: Effect.Effect<void, RdmaError>
+}
+
+/** `struct ibv_pd`. */
+export interface ProtectionDomain {
+  /** `ibv_reg_mr` over a Buffer. */
+  regMr(buffer: Buffer, access: number): Effect.Effect<MemoryRegion, RdmaError, Scope.Scope>
+  /** `ibv_create_qp`. */
+  createQp(init: QpInitAttr): Effect.Effect<QueuePair, RdmaError, Scope.Scope>
+}
+
+/** `struct ibv_context`: an opened device. */
+export interface DeviceContext {
+  readonly device: DeviceInfo
+  /** `ibv_query_port`. */
+  queryPort(portNum: number): Effect.Effect<PortAttr, RdmaError>
+  /** `ibv_query_gid`. On SoftVerbs GID 0 of port 1 carries the device's UDP address. */
+  queryGid(portNum: number, index: number): Effect.Effect<Gid, RdmaError>
+  /** `ibv_alloc_pd`. */
+  readonly allocPd: Effect.Effect<ProtectionDomain, RdmaError, Scope.Scope>
+  /** `ibv_create_cq` with a completion channel. */
+  createCq(cqe: number): Effect.Effect<CompletionQueue, RdmaError, Scope.Scope>
+  /** `ibv_get_async_event` as a stream; each subscriber sees the events raised after it subscribed. */
+  readonly asyncEvents: Stream.Stream<AsyncEvent>
+}
+
+/** The operations of the `Verbs` service. */
+export interface VerbsShape {
+  /** `"soft"` or `"ibverbs"`. */
+  readonly provider: string
+  /** `ibv_get_device_list`. */
+  readonly getDeviceList: Effect.Effect<ReadonlyArray<DeviceInfo>, DeviceNotFound>
+  /** `ibv_open_device` by name; `DeviceNotFound` lists the devices that are present. */
+  openDevice(name: string): Effect.Effect<DeviceContext, DeviceNotFound | RdmaError, Scope.Scope>
+}
+
+/** The `Verbs` service. Provide it with `SoftVerbs.layer(...)` or `Ibverbs.layer(...)`. */
+export class Verbs extends Context.Tag("@tent/verbs/Verbs")<Verbs, VerbsShape>() {}

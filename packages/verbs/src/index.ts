@@ -1,0 +1,9 @@
+/**
+ * `@tent/verbs`: the `Verbs` service and its providers.
+ *
+ * @since 0.1.0
+ */
+export * from "./Constants.js"
+export * from "./Errors.js"
+export * from "./Gid.js"
+export * from "./Verbs.js"
