@@ -6,4 +6,6 @@
 export * from "./Constants.js"
 export * from "./Errors.js"
 export * from "./Gid.js"
+export * as Rc from "./Rc.js"
+export * as SoftVerbs from "./SoftVerbs.js"
 export * from "./Verbs.js"

@@ -1,0 +1,257 @@
+/**
+ * `SoftVerbs`: the `Verbs` service over UDP sockets, for hosts without an RDMA NIC, for tests and the demo. Each
+ * configured device is one UDP socket (`host:port`); a process may open several to model several NICs. A QP is an
+ * InfiniBand RC state machine (see `soft/SoftQp.ts`), so QPs die, retry, RNR and flush as they do on hardware, between
+ * real processes over real sockets.
+ *
+ * `SoftVerbsControl` is the fault-injection handle: packet loss and delay per device or per peer, port down/up,
+ * forcing a QP to ERR from outside its owner, and the device counters.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer, type Scope, Stream } from "effect"
+import { Errno, LinkLayer, Mtu } from "./Constants.js"
+import { DeviceNotFound, RdmaError } from "./Errors.js"
+import { softGid } from "./soft/Address.js"
+import { SoftCq } from "./soft/SoftCq.js"
+import { type SoftCounters, SoftDevice, type SoftDeviceConfig, type SoftFaults } from "./soft/SoftDevice.js"
+import type { SoftQp } from "./soft/SoftQp.js"
+import {
+  type AsyncEvent,
+  type CompletionQueue,
+  type DeviceContext,
+  type DeviceInfo,
+  type MemoryRegion,
+  type PortAttr,
+  type ProtectionDomain,
+  type QpInitAttr,
+  type QueuePair,
+  Verbs,
+  type VerbsShape
+} from "./Verbs.js"
+
+export type { SoftCounters, SoftDeviceConfig, SoftFaults }
+
+/** Limits of a SoftVerbs device (what `ibv_query_device` would report). */
+export const limits = {
+  maxQpWr: 16384,
+  maxSge: 16,
+  maxCqe: 1 << 20,
+  maxInlineData: 4096,
+  maxMrSize: 2 ** 31
+} as const
+
+/** Options of the SoftVerbs provider. */
+export interface SoftVerbsOptions {
+  /** The devices to create (each binds one UDP socket). */
+  readonly devices: ReadonlyArray<SoftDeviceConfig>
+}
+
+/** The fault-injection and inspection handle of the SoftVerbs devices of this process. */
+export interface SoftVerbsControlShape {
+  /** The devices, in configuration order. */
+  readonly devices: ReadonlyArray<SoftDevice>
+  /** The device with this name, or `DeviceNotFound`. */
+  device(name: string): Effect.Effect<SoftDevice, DeviceNotFound>
+  /** The `host:port` a device listens on (what a peer uses in `setFaults(..., peer)`). */
+  address(name: string): Effect.Effect<string, DeviceNotFound>
+  /** Packet loss and delay, device-wide or for one peer (`host:port`); `{}` clears. */
+  setFaults(name: string, faults: SoftFaults, peer?: string): Effect.Effect<void, DeviceNotFound>
+  /** Port down (all traffic lost, `PORT_ERR`) or up (`PORT_ACTIVE`). */
+  setPortState(name: string, up: boolean): Effect.Effect<void, DeviceNotFound>
+  /** Moves a QP to ERR from outside its owner; `RdmaError` ENOENT when the device has no such QP. */
+  forceQpError(name: string, qpNum: number): Effect.Effect<void, DeviceNotFound | RdmaError>
+  /** A snapshot of the device's counters. */
+  counters(name: string): Effect.Effect<SoftCounters, DeviceNotFound>
+}
+
+/** The SoftVerbs control handle. */
+export class SoftVerbsControl extends Context.Tag("@tent/verbs/SoftVerbsControl")<
+  SoftVerbsControl,
+  SoftVerbsControlShape
+>() {}
+
+const notFound = (name: string, devices: ReadonlyArray<SoftDevice>) =>
+  new DeviceNotFound({
+    device: name,
+    available: devices.map((d) => d.name),
+    message:
+      devices.length === 0
+        ? `SoftVerbs device "${name}" not found: no SoftVerbs devices are configured (give SoftVerbs.layer at least one device)`
+        : `SoftVerbs device "${name}" not found; present: ${devices.map((d) => d.name).join(", ")}`
+  })
+
+const rdmaError = (op: string, errno: number, message: string) => new RdmaError({ op, errno, message })
+
+const checkCap = (init: QpInitAttr): string | undefined => {
+  const c = init.cap
+  const within = (v: number, lo: number, hi: number) => Number.isInteger(v) && v >= lo && v <= hi
+  if (!within(c.maxSendWr, 1, limits.maxQpWr)) return `cap.max_send_wr must be in 1..${limits.maxQpWr}`
+  if (!within(c.maxRecvWr, 1, limits.maxQpWr)) return `cap.max_recv_wr must be in 1..${limits.maxQpWr}`
+  if (!within(c.maxSendSge, 1, limits.maxSge)) return `cap.max_send_sge must be in 1..${limits.maxSge}`
+  if (!within(c.maxRecvSge, 1, limits.maxSge)) return `cap.max_recv_sge must be in 1..${limits.maxSge}`
+  if (!within(c.maxInlineData, 0, limits.maxInlineData)) {
+    return `cap.max_inline_data must be in 0..${limits.maxInlineData}`
+  }
+  if (init.qpType !== 2) return "SoftVerbs implements RC QPs only (qp_type IBV_QPT_RC = 2)"
+  return undefined
+}
+
+const makeContext = (device: SoftDevice): DeviceContext => {
+  const info: DeviceInfo = { name: device.name, guid: device.guid }
+  const ownCq = (cq: CompletionQueue): cq is SoftCq => cq instanceof SoftCq
+  const makePd = (pdId: number): ProtectionDomain => ({
+    regMr: (buffer, access) =>
+      Effect.acquireRelease(
+        Effect.suspend(() => {
+          if (!Buffer.isBuffer(buffer)) return Effect.fail(rdmaError("ibv_reg_mr", Errno.EINVAL, "not a Buffer"))
+          if (buffer.length > limits.maxMrSize) {
+            return Effect.fail(rdmaError("ibv_reg_mr", Errno.EINVAL, `MR larger than ${limits.maxMrSize} bytes`))
+          }
+          const mr = device.registerMr(buffer, access, pdId)
+          return Effect.succeed(mr satisfies MemoryRegion)
+        }),
+        (mr) => Effect.sync(() => device.deregisterMr(mr))
+      ),
+    createQp: (init) =>
+      Effect.acquireRelease(
+        Effect.suspend(() => {
+          const bad = checkCap(init)
+          if (bad !== undefined) return Effect.fail(rdmaError("ibv_create_qp", Errno.EINVAL, bad))
+          if (!ownCq(init.sendCq) || !ownCq(init.recvCq)) {
+            return Effect.fail(rdmaError("ibv_create_qp", Errno.EINVAL, "send_cq and recv_cq must be SoftVerbs CQs"))
+          }
+          if (device.isClosed) return Effect.fail(rdmaError("ibv_create_qp", Errno.ENODEV, "device closed"))
+          const qp = device.createQp(pdId, init.sendCq, init.recvCq, init.cap, init.sqSigAll === true)
+          attachEffects(device, qp)
+          return Effect.succeed(qp as QueuePair)
+        }),
+        (qp) => Effect.sync(() => device.destroyQp(qp as SoftQp))
+      )
+  })
+  return {
+    device: info,
+    queryPort: (portNum) =>
+      portNum === 1
+        ? Effect.sync(
+            (): PortAttr => ({
+              state: device.portState,
+              maxMtu: Mtu.MTU_4096,
+              activeMtu: Mtu.MTU_4096,
+              gidTblLen: 1,
+              lid: 0,
+              linkLayer: LinkLayer.ETHERNET,
+              activeSpeed: 0,
+              activeWidth: 0
+            })
+          )
+        : Effect.fail(rdmaError("ibv_query_port", Errno.EINVAL, `SoftVerbs devices have one port (1), not ${portNum}`)),
+    queryGid: (portNum, index) =>
+      portNum === 1 && index === 0
+        ? Effect.sync(() => softGid(device.host, device.port))
+        : Effect.fail(rdmaError("ibv_query_gid", Errno.EINVAL, "SoftVerbs ports have one GID: port 1, index 0")),
+    allocPd: Effect.acquireRelease(
+      Effect.sync(() => makePd(device.allocPd())),
+      () => Effect.void
+    ),
+    createCq: (cqe) =>
+      Effect.acquireRelease(
+        Number.isInteger(cqe) && cqe >= 1 && cqe <= limits.maxCqe
+          ? Effect.sync(() => device.createCq(cqe) as CompletionQueue)
+          : Effect.fail(rdmaError("ibv_create_cq", Errno.EINVAL, `cqe must be in 1..${limits.maxCqe}, got ${cqe}`)),
+        (cq) => Effect.sync(() => (cq as SoftCq).destroy())
+      ),
+    asyncEvents: Stream.async<AsyncEvent>((emit) => {
+      const unsubscribe = device.subscribe((event) => {
+        void emit.single(event)
+      })
+      return Effect.sync(unsubscribe)
+    })
+  }
+}
+
+const attachEffects = (device: SoftDevice, qp: SoftQp): void => {
+  qp.modifyQp = (attr, mask) =>
+    Effect.suspend(() => {
+      let failure: ReturnType<SoftQp["modify"]>
+      device.run(() => {
+        failure = qp.modify(attr, mask)
+      })
+      return failure === undefined
+        ? Effect.void
+        : Effect.fail(rdmaError("ibv_modify_qp", failure.errno, failure.message))
+    })
+  qp.queryQp = () => Effect.sync(() => qp.query())
+  qp.destroy = Effect.sync(() => device.destroyQp(qp))
+}
+
+/** Creates the devices (binding their sockets) and the two services; everything closes with the scope. */
+export const make = (
+  options: SoftVerbsOptions
+): Effect.Effect<{ readonly verbs: VerbsShape; readonly control: SoftVerbsControlShape }, RdmaError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const names = new Set<string>()
+    for (const d of options.devices) {
+      if (names.has(d.name)) {
+        return yield* Effect.fail(
+          rdmaError("ibv_open_device", Errno.EINVAL, `device name "${d.name}" is configured twice`)
+        )
+      }
+      names.add(d.name)
+    }
+    const devices: Array<SoftDevice> = []
+    for (const config of options.devices) {
+      const device = yield* Effect.acquireRelease(
+        Effect.tryPromise({
+          try: () => SoftDevice.open(config),
+          catch: (err) =>
+            rdmaError(
+              "bind",
+              Math.abs((err as { errno?: number }).errno ?? Errno.EIO),
+              `cannot bind SoftVerbs device "${config.name}" to ${config.host ?? "127.0.0.1"}:${config.port ?? 0}: ${(err as Error).message}`
+            )
+        }),
+        (d) => Effect.promise(() => d.close())
+      )
+      devices.push(device)
+    }
+    const find = (name: string) => {
+      const d = devices.find((x) => x.name === name)
+      return d === undefined ? Effect.fail(notFound(name, devices)) : Effect.succeed(d)
+    }
+    const verbs: VerbsShape = {
+      provider: "soft",
+      getDeviceList: Effect.sync(() => devices.map((d) => ({ name: d.name, guid: d.guid }))),
+      openDevice: (name) =>
+        Effect.flatMap(find(name), (d) =>
+          Effect.acquireRelease(
+            Effect.sync(() => makeContext(d)),
+            () => Effect.void
+          )
+        )
+    }
+    const control: SoftVerbsControlShape = {
+      devices,
+      device: find,
+      address: (name) => Effect.map(find(name), (d) => `${d.host}:${d.port}`),
+      setFaults: (name, faults, peer) =>
+        Effect.flatMap(find(name), (d) => Effect.sync(() => d.setFaults(faults, peer))),
+      setPortState: (name, up) => Effect.flatMap(find(name), (d) => Effect.sync(() => d.setPortState(up))),
+      forceQpError: (name, qpNum) =>
+        Effect.flatMap(find(name), (d) =>
+          d.forceQpError(qpNum)
+            ? Effect.void
+            : Effect.fail(rdmaError("force_qp_error", Errno.ENOENT, `device "${name}" has no QP ${qpNum}`))
+        ),
+      counters: (name) => Effect.map(find(name), (d) => ({ ...d.counters }))
+    }
+    return { verbs, control }
+  })
+
+/** The SoftVerbs provider as a Layer: `Verbs` and `SoftVerbsControl`. */
+export const layer = (options: SoftVerbsOptions): Layer.Layer<Verbs | SoftVerbsControl, RdmaError> =>
+  Layer.scopedContext(
+    Effect.map(make(options), ({ control, verbs }) =>
+      Context.make(Verbs, verbs).pipe(Context.add(SoftVerbsControl, control))
+    )
+  )

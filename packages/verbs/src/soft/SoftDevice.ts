@@ -1,0 +1,396 @@
+/**
+ * A SoftVerbs device: one UDP socket (its "NIC port"), its QPs, MRs and CQs, its counters and its fault injection.
+ * Every datagram is validated before a QP sees it; a malformed one is counted and dropped, never thrown.
+ */
+import * as dgram from "node:dgram"
+import type { AddressInfo } from "node:net"
+import { EventType, PortState } from "../Constants.js"
+import type { AsyncEvent, QpCap } from "../Verbs.js"
+import { MrTable, type SoftMr } from "./Memory.js"
+import { HDR, Off, validate } from "./Packet.js"
+import { type CqHost, SoftCq } from "./SoftCq.js"
+import { type QpCounters, type QpHost, SoftQp } from "./SoftQp.js"
+
+/** Where a SoftVerbs device listens. */
+export interface SoftDeviceConfig {
+  readonly name: string
+  /** IPv4 address to bind (default 127.0.0.1). */
+  readonly host?: string
+  /** UDP port (default 0: any free port). */
+  readonly port?: number
+}
+
+/** Packet loss and delay to inject, device-wide or towards/from one peer device (`host:port`). */
+export interface SoftFaults {
+  /** Fraction of received datagrams dropped (0..1). */
+  readonly dropIn?: number
+  /** Fraction of sent datagrams dropped (0..1). */
+  readonly dropOut?: number
+  /** Milliseconds every sent datagram is held back. */
+  readonly delayMs?: number
+}
+
+/** Counters of a SoftVerbs device. */
+export interface SoftCounters extends QpCounters {
+  rxPackets: number
+  txPackets: number
+  malformed: number
+  malformedShort: number
+  malformedVersion: number
+  malformedOp: number
+  malformedLength: number
+  unknownQpn: number
+  droppedFault: number
+  droppedPortDown: number
+  handlerErrors: number
+  sendErrors: number
+}
+
+const newCounters = (): SoftCounters => ({
+  rxPackets: 0,
+  txPackets: 0,
+  malformed: 0,
+  malformedShort: 0,
+  malformedVersion: 0,
+  malformedOp: 0,
+  malformedLength: 0,
+  unknownQpn: 0,
+  droppedFault: 0,
+  droppedPortDown: 0,
+  handlerErrors: 0,
+  sendErrors: 0,
+  retransmits: 0,
+  rnrNaksSent: 0,
+  rnrRetries: 0,
+  seqNaksSent: 0,
+  accessNaksSent: 0,
+  duplicates: 0,
+  droppedState: 0,
+  foreignSource: 0,
+  protocolErrors: 0
+})
+
+/** Send slots per device: a slot is reused only after this many further datagrams. */
+const SLOTS = 2048
+const SLOT_SIZE = HDR + 4096
+/** 4 MiB socket buffers (the kernel reports double); the window per QP is sized to fit. */
+const SOCKET_BUFFER = 4 * 1024 * 1024
+
+const noLookup = (
+  address: string,
+  _options: unknown,
+  callback: (err: Error | null, address: string, family: number) => void
+) => callback(null, address, 4)
+
+/** A SoftVerbs device. */
+export class SoftDevice implements QpHost, CqHost {
+  readonly counters: SoftCounters = newCounters()
+  readonly guid: string
+  portState: PortState = PortState.ACTIVE
+  private readonly qps = new Map<number, SoftQp>()
+  private readonly mrs = new MrTable()
+  private readonly listeners = new Set<(event: AsyncEvent) => void>()
+  private readonly slots = Buffer.allocUnsafeSlow(SLOTS * SLOT_SIZE)
+  private slotIndex = 0
+  private nextQpn: number
+  private nextPd = 1
+  private depth = 0
+  private pendingCqs: Array<SoftCq> = []
+  private microtaskQueued = false
+  private ackQueue: Array<SoftQp> = []
+  private ackQueued = false
+  private faults: SoftFaults = {}
+  private readonly peerFaults = new Map<string, SoftFaults>()
+  private closed = false
+
+  private constructor(
+    readonly name: string,
+    readonly host: string,
+    readonly port: number,
+    private readonly socket: dgram.Socket
+  ) {
+    this.guid = (BigInt(port) | (BigInt(Math.floor(Math.random() * 0xffffff)) << 16n) | (0x02n << 56n))
+      .toString(16)
+      .padStart(16, "0")
+    this.nextQpn = 0x100 + Math.floor(Math.random() * 0xf000)
+    socket.on("message", this.onMessage)
+  }
+
+  /** Binds the device's socket. */
+  static open(config: SoftDeviceConfig): Promise<SoftDevice> {
+    const host = config.host ?? "127.0.0.1"
+    return new Promise((resolve, reject) => {
+      const socket = dgram.createSocket({ type: "udp4", lookup: noLookup as never })
+      const onError = (err: Error) => {
+        socket.close()
+        reject(err)
+      }
+      socket.once("error", onError)
+      socket.bind({ address: host, port: config.port ?? 0, exclusive: true }, () => {
+        socket.off("error", onError)
+        try {
+          socket.setRecvBufferSize(SOCKET_BUFFER)
+          socket.setSendBufferSize(SOCKET_BUFFER)
+        } catch {
+          // The system maximum is lower: keep what the kernel gave; the window still bounds what is in flight.
+        }
+        const address = socket.address() as AddressInfo
+        const device = new SoftDevice(config.name, address.address, address.port, socket)
+        socket.on("error", () => {
+          device.counters.sendErrors++
+        })
+        resolve(device)
+      })
+    })
+  }
+
+  /** Closes the socket; every QP is destroyed. */
+  close(): Promise<void> {
+    if (this.closed) return Promise.resolve()
+    this.closed = true
+    for (const qp of this.qps.values()) qp.destroyNow()
+    this.qps.clear()
+    return new Promise((resolve) => this.socket.close(() => resolve()))
+  }
+
+  get isClosed(): boolean {
+    return this.closed
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // Datagram path
+  // ---------------------------------------------------------------------------------------------------------------
+
+  private readonly onMessage = (msg: Buffer, rinfo: dgram.RemoteInfo): void => {
+    const c = this.counters
+    c.rxPackets++
+    if (this.portState !== PortState.ACTIVE) {
+      c.droppedPortDown++
+      return
+    }
+    if (this.faults.dropIn !== undefined && Math.random() < this.faults.dropIn) {
+      c.droppedFault++
+      return
+    }
+    if (this.peerFaults.size > 0) {
+      const f = this.peerFaults.get(`${rinfo.address}:${rinfo.port}`)
+      if (f?.dropIn !== undefined && Math.random() < f.dropIn) {
+        c.droppedFault++
+        return
+      }
+    }
+    const bad = validate(msg)
+    if (bad !== undefined) {
+      c.malformed++
+      if (bad === "short") c.malformedShort++
+      else if (bad === "version") c.malformedVersion++
+      else if (bad === "op") c.malformedOp++
+      else c.malformedLength++
+      return
+    }
+    const qp = this.qps.get(msg.readUInt32LE(Off.dstQpn))
+    if (qp === undefined) {
+      c.unknownQpn++
+      return
+    }
+    this.depth++
+    try {
+      qp.onPacket(msg, rinfo.address, rinfo.port)
+    } catch {
+      // A bug must never take the poller down with it; it is counted so that tests can insist on zero.
+      c.handlerErrors++
+    } finally {
+      this.depth--
+      if (this.depth === 0) this.deliver()
+    }
+  }
+
+  slot(): Buffer {
+    const i = this.slotIndex
+    this.slotIndex = i + 1 === SLOTS ? 0 : i + 1
+    return this.slots.subarray(i * SLOT_SIZE, (i + 1) * SLOT_SIZE)
+  }
+
+  transmit(buf: Buffer, length: number, host: string, port: number): void {
+    const c = this.counters
+    if (this.closed) return
+    if (this.portState !== PortState.ACTIVE) {
+      c.droppedPortDown++
+      return
+    }
+    let delay = 0
+    const f = this.faults
+    if (f.dropOut !== undefined && Math.random() < f.dropOut) {
+      c.droppedFault++
+      return
+    }
+    if (f.delayMs !== undefined) delay = f.delayMs
+    if (this.peerFaults.size > 0) {
+      const pf = this.peerFaults.get(`${host}:${port}`)
+      if (pf !== undefined) {
+        if (pf.dropOut !== undefined && Math.random() < pf.dropOut) {
+          c.droppedFault++
+          return
+        }
+        if (pf.delayMs !== undefined) delay = Math.max(delay, pf.delayMs)
+      }
+    }
+    c.txPackets++
+    if (delay > 0) {
+      const copy = Buffer.from(buf.subarray(0, length))
+      setTimeout(() => {
+        if (!this.closed) this.socket.send(copy, 0, length, port, host)
+      }, delay).unref()
+      return
+    }
+    this.socket.send(buf, 0, length, port, host)
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // Scheduling: completion channel events and coalesced ACKs
+  // ---------------------------------------------------------------------------------------------------------------
+
+  run(f: () => void): void {
+    this.depth++
+    try {
+      f()
+    } catch {
+      this.counters.handlerErrors++
+    } finally {
+      this.depth--
+      if (this.depth === 0) this.deliver()
+    }
+  }
+
+  scheduleNotify(cq: SoftCq): void {
+    this.pendingCqs.push(cq)
+    if (this.depth === 0 && !this.microtaskQueued) {
+      this.microtaskQueued = true
+      queueMicrotask(this.deliverFromMicrotask)
+    }
+  }
+
+  private readonly deliverFromMicrotask = (): void => {
+    this.microtaskQueued = false
+    this.deliver()
+  }
+
+  private deliver(): void {
+    while (this.pendingCqs.length > 0) {
+      const cqs = this.pendingCqs
+      this.pendingCqs = []
+      for (const cq of cqs) {
+        try {
+          cq.deliverNotify()
+        } catch {
+          this.counters.handlerErrors++
+        }
+      }
+    }
+  }
+
+  queueAck(qp: SoftQp): void {
+    this.ackQueue.push(qp)
+    if (!this.ackQueued) {
+      this.ackQueued = true
+      setImmediate(this.flushAcks)
+    }
+  }
+
+  private readonly flushAcks = (): void => {
+    this.ackQueued = false
+    const queue = this.ackQueue
+    this.ackQueue = []
+    for (const qp of queue) qp.sendAck()
+  }
+
+  raise(event: AsyncEvent): void {
+    for (const l of this.listeners) l(event)
+  }
+
+  /** Subscribes to the device's async events; returns the unsubscribe function. */
+  subscribe(listener: (event: AsyncEvent) => void): () => void {
+    this.listeners.add(listener)
+    return () => this.listeners.delete(listener)
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // Resources
+  // ---------------------------------------------------------------------------------------------------------------
+
+  allocPd(): number {
+    return this.nextPd++
+  }
+
+  registerMr(buffer: Buffer, access: number, pdId: number): SoftMr {
+    return this.mrs.register(buffer, access, pdId)
+  }
+
+  deregisterMr(mr: SoftMr): void {
+    this.mrs.deregister(mr)
+  }
+
+  lookupMr(key: number): SoftMr | undefined {
+    return this.mrs.lookup(key)
+  }
+
+  createCq(cqe: number): SoftCq {
+    return new SoftCq(cqe, this)
+  }
+
+  createQp(pdId: number, sendCq: SoftCq, recvCq: SoftCq, cap: QpCap, sqSigAll: boolean): SoftQp {
+    let qpn = this.nextQpn
+    while (this.qps.has(qpn)) qpn = (qpn + 1) & 0xffffff || 0x100
+    this.nextQpn = (qpn + 1) & 0xffffff || 0x100
+    const qp = new SoftQp(qpn, this, pdId, sendCq, recvCq, cap, sqSigAll)
+    this.qps.set(qpn, qp)
+    return qp
+  }
+
+  destroyQp(qp: SoftQp): void {
+    qp.destroyNow()
+    this.qps.delete(qp.qpNum)
+  }
+
+  /** The QP with this number, if it exists on this device. */
+  qp(qpNum: number): SoftQp | undefined {
+    return this.qps.get(qpNum)
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // Fault injection
+  // ---------------------------------------------------------------------------------------------------------------
+
+  /** Sets packet loss/delay device-wide, or for traffic with one peer device (`host:port`) when `peer` is given. */
+  setFaults(faults: SoftFaults, peer?: string): void {
+    for (const [k, v] of Object.entries(faults)) {
+      if (v !== undefined && (typeof v !== "number" || !Number.isFinite(v) || v < 0 || (k !== "delayMs" && v > 1))) {
+        throw new RangeError(`fault ${k} must be ${k === "delayMs" ? "a non-negative number" : "in 0..1"}, got ${v}`)
+      }
+    }
+    if (peer === undefined) this.faults = { ...faults }
+    else if (Object.keys(faults).length === 0) this.peerFaults.delete(peer)
+    else this.peerFaults.set(peer, { ...faults })
+  }
+
+  /** Takes the port down (every datagram in or out is lost, `PORT_ERR` is raised) or up again (`PORT_ACTIVE`). */
+  setPortState(up: boolean): void {
+    const next = up ? PortState.ACTIVE : PortState.DOWN
+    if (next === this.portState) return
+    this.portState = next
+    this.raise({
+      eventType: up ? EventType.PORT_ACTIVE : EventType.PORT_ERR,
+      portNum: 1,
+      detail: up ? "port up" : "port down"
+    })
+  }
+
+  /** Moves a QP to ERR from outside its owner (a fatal QP error): `QP_FATAL` is raised and its WRs flush. */
+  forceQpError(qpNum: number): boolean {
+    const qp = this.qps.get(qpNum)
+    if (qp === undefined) return false
+    this.run(() => qp.enterError())
+    this.raise({ eventType: EventType.QP_FATAL, qpNum, detail: "QP forced to ERR (fault injection)" })
+    return true
+  }
+}
