@@ -1,1 +1,12 @@
-export {}
+/**
+ * `@tent/rpc`: the control plane of the engine. Schema models, the `@effect/rpc` group, a TCP server, the `RpcAgent`
+ * client with per-call timeouts and failures told apart, the segment `Registry` and the descriptor cache.
+ *
+ * @since 0.1.0
+ */
+export * from "./ControlPlane.js"
+export * from "./Errors.js"
+export * from "./Models.js"
+export * as RpcAgent from "./RpcAgent.js"
+export * as RpcConfig from "./RpcConfig.js"
+export * as Server from "./Server.js"

@@ -1,0 +1,44 @@
+import { Rpc, RpcGroup } from "@effect/rpc"
+import { Schema } from "effect"
+import { BootstrapRejected, InvalidEntry, NotificationTooLarge } from "./Errors.js"
+import { BootstrapDesc, Notification, SegmentDesc } from "./Models.js"
+
+/** Exchange endpoint descriptors: the initiator sends its own, the peer replies with the one it accepted. */
+export const Bootstrap = Rpc.make("Bootstrap", {
+  payload: BootstrapDesc,
+  success: BootstrapDesc,
+  error: BootstrapRejected
+})
+
+/** Deliver a notification over the control plane (the fallback path; bytes, not JSON). */
+export const Notify = Rpc.make("Notify", {
+  payload: Notification,
+  error: NotificationTooLarge
+})
+
+/** Ask a peer for the descriptor of the segment it serves (the peer registry's lookup). */
+export const GetSegmentDesc = Rpc.make("GetSegmentDesc", {
+  success: SegmentDesc,
+  error: InvalidEntry
+})
+
+/** Is the peer's control plane answering? Empty request, empty reply. */
+export const Probe = Rpc.make("Probe", { success: Schema.Void })
+
+/** The control-plane group. Handlers come from whoever owns the engine: `ControlPlane.toLayer({ ... })`. */
+export class ControlPlane extends RpcGroup.make(Bootstrap, Notify, GetSegmentDesc, Probe) {}
+
+/** Every RPC of {@link ControlPlane}. */
+export type ControlPlaneRpcs = RpcGroup.Rpcs<typeof ControlPlane>
+/** The name of one control-plane RPC: `"Bootstrap" | "Notify" | "GetSegmentDesc" | "Probe"`. */
+export type ControlPlaneTag = ControlPlaneRpcs["_tag"]
+/** The RPC named `T`. */
+export type RpcOf<T extends ControlPlaneTag> = Rpc.ExtractTag<ControlPlaneRpcs, T>
+/** The payload an RPC takes (`void` for `GetSegmentDesc` and `Probe`). */
+export type PayloadOf<T extends ControlPlaneTag> = Rpc.Payload<RpcOf<T>>
+/** What an RPC replies on success. */
+export type SuccessOf<T extends ControlPlaneTag> = Rpc.Success<RpcOf<T>>
+/** The typed reply error of an RPC. */
+export type ReplyErrorOf<T extends ControlPlaneTag> = Rpc.Error<RpcOf<T>>
+/** What the server needs in context: a handler for every RPC of the group. */
+export type ControlPlaneHandlers = Rpc.ToHandler<ControlPlaneRpcs>

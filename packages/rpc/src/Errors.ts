@@ -1,0 +1,59 @@
+import { Data, Schema } from "effect"
+
+/**
+ * A control-plane call did not get a reply from the peer. `reason` says why: `Refused` (nothing accepted the
+ * connection: port closed, host unknown or unreachable), `Closed` (the connection broke, or was closed, before the
+ * reply), `Timeout` (connect or request exceeded its timeout: the peer may be frozen), `Protocol` (a malformed frame,
+ * a payload that does not encode, or a peer handler that died). `transportLevel` is always true: a failure of this
+ * class never carries the peer's answer, which is what a caller (and later `PeerHealth`) needs to know.
+ */
+export class TransportFailure extends Schema.TaggedError<TransportFailure>()("TransportFailure", {
+  address: Schema.String,
+  reason: Schema.Literal("Refused", "Closed", "Timeout", "Protocol"),
+  transportLevel: Schema.optionalWith(Schema.Literal(true), { default: () => true as const }),
+  message: Schema.String
+}) {}
+
+/** The reasons a {@link TransportFailure} can have. */
+export type TransportFailureReason = TransportFailure["reason"]
+
+/** A `Notify` whose name and message together exceed the configured maximum (`rpc/max_notify_bytes`). */
+export class NotificationTooLarge extends Schema.TaggedError<NotificationTooLarge>()("NotificationTooLarge", {
+  size: Schema.Number,
+  max: Schema.Number
+}) {
+  override get message(): string {
+    return `notification of ${this.size} bytes exceeds the maximum of ${this.max} bytes`
+  }
+}
+
+/**
+ * The peer answered a `Bootstrap` and refused it (TENT's `reply_msg`, e.g. `NOT_READY: transport not initialized`,
+ * or its device is down). Told apart from a peer that did not answer at all, which is a {@link TransportFailure}.
+ */
+export class BootstrapRejected extends Schema.TaggedError<BootstrapRejected>()("BootstrapRejected", {
+  message: Schema.String
+}) {}
+
+/** A registry has no valid descriptor for the segment (TENT `InvalidEntry`). */
+export class InvalidEntry extends Schema.TaggedError<InvalidEntry>()("InvalidEntry", {
+  segment: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * An operation ran against a cached segment descriptor and found it stale (TENT `NeedsRefreshCache`). Local to the
+ * engine: the descriptor cache catches it, refetches and runs the operation once more.
+ */
+export class NeedsRefreshCache extends Data.TaggedError("NeedsRefreshCache")<{
+  readonly segment: string
+  readonly message: string
+}> {}
+
+/** The control-plane server could not listen on the requested host and port. */
+export class ServerError extends Data.TaggedError("ServerError")<{
+  readonly host: string
+  readonly port: number
+  readonly message: string
+  readonly cause?: unknown
+}> {}

@@ -1,0 +1,86 @@
+import { Schema } from "effect"
+
+/** An unsigned 32-bit integer (QP numbers, rkeys). */
+export const U32 = Schema.Number.pipe(Schema.int(), Schema.between(0, 0xffffffff))
+
+/** A byte offset or length that fits a JS number exactly (virtual addresses of x86-64 and aarch64 do). */
+export const SafeUint = Schema.Number.pipe(Schema.int(), Schema.between(0, Number.MAX_SAFE_INTEGER))
+
+/**
+ * What two endpoints exchange to connect their QPs (TENT `BootstrapDesc`, field names as on TENT's JSON wire).
+ * Decoding is lenient the way a peer of another version needs: `notify_proto` (and the other fields TENT gives a
+ * default) default when absent, and unknown extra fields are ignored.
+ */
+export const BootstrapDesc = Schema.Struct({
+  /** The sender's `"<server>@<nic>"`. */
+  local_nic_path: Schema.String,
+  /** The target's `"<server>@<nic>"`: selects the target's device. */
+  peer_nic_path: Schema.String,
+  /** Data QP numbers, paired positionally with the peer's. */
+  qp_num: Schema.Array(U32),
+  local_lid: Schema.optionalWith(Schema.Number.pipe(Schema.int(), Schema.between(0, 0xffff)), { default: () => 0 }),
+  /** 16 GID bytes as `%02x` joined by `:`. */
+  local_gid: Schema.String,
+  /** Error text of a refusal; empty on success. */
+  reply_msg: Schema.optionalWith(Schema.String, { default: () => "" }),
+  /** The notify QP number; 0 means "no notifications". */
+  notify_qp_num: Schema.optionalWith(U32, { default: () => 0 }),
+  /** Notification protocol the sender understands (0 = raw frames only, what peers that predate the field speak). */
+  notify_proto: Schema.optionalWith(U32, { default: () => 0 })
+})
+/** A decoded {@link BootstrapDesc}. */
+export type BootstrapDesc = typeof BootstrapDesc.Type
+
+/** One RDMA device of a segment. */
+export const DeviceDesc = Schema.Struct({
+  name: Schema.String,
+  lid: Schema.optionalWith(Schema.Number, { default: () => 0 }),
+  gid: Schema.String
+})
+/** A decoded {@link DeviceDesc}. */
+export type DeviceDesc = typeof DeviceDesc.Type
+
+/** One registered buffer; `rkey[i]` is its rkey on `devices[i]`. */
+export const BufferDesc = Schema.Struct({
+  addr: SafeUint,
+  length: SafeUint,
+  rkey: Schema.Array(U32)
+})
+/** A decoded {@link BufferDesc}. */
+export type BufferDesc = typeof BufferDesc.Type
+
+/**
+ * A segment's descriptor: its name, the RPC address that serves it, its devices and registered buffers. Under a
+ * central registry `rpc_server_addr` may change for the same name, which is why the descriptor carries it.
+ */
+export const SegmentDesc = Schema.Struct({
+  name: Schema.String,
+  rpc_server_addr: Schema.String,
+  devices: Schema.Array(DeviceDesc),
+  buffers: Schema.Array(BufferDesc)
+})
+/** A decoded {@link SegmentDesc}. */
+export type SegmentDesc = typeof SegmentDesc.Type
+
+/** A notification: `name` and `msg` are opaque bytes (binary-safe, as on the notify QP). */
+export const Notification = Schema.Struct({
+  name: Schema.Uint8ArrayFromSelf,
+  msg: Schema.Uint8ArrayFromSelf
+})
+/** A {@link Notification}. */
+export type Notification = typeof Notification.Type
+
+const utf8 = new TextEncoder()
+const utf8Decoder = new TextDecoder()
+
+/** Builds a {@link Notification}; strings are UTF-8 encoded, bytes are taken as they are (not copied). */
+export const makeNotification = (name: string | Uint8Array, msg: string | Uint8Array): Notification => ({
+  name: typeof name === "string" ? utf8.encode(name) : name,
+  msg: typeof msg === "string" ? utf8.encode(msg) : msg
+})
+
+/** A notification's name and message as UTF-8 text (for logs and tests; the bytes need not be text). */
+export const notificationText = (n: Notification): { readonly name: string; readonly msg: string } => ({
+  name: utf8Decoder.decode(n.name),
+  msg: utf8Decoder.decode(n.msg)
+})
