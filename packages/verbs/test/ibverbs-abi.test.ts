@@ -71,12 +71,13 @@ describe("Ibverbs ABI", () => {
   })
 
   describe("against the real <infiniband/verbs.h>", () => {
-    const build = makeBuildDir()
-    afterAll(() => build.remove())
+    let build: ReturnType<typeof makeBuildDir> | undefined
+    afterAll(() => build?.remove())
 
     let probed: AbiTable | undefined
     const probe = (): AbiTable => {
       if (probed === undefined) {
+        build = makeBuildDir()
         const exe = join(build.dir, "abi-probe")
         gcc(["-o", exe, join(fixtures, "abi-probe.c")])
         probed = parseTable(execFileSync(exe, { encoding: "utf8" }))

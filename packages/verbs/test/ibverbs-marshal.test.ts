@@ -60,19 +60,21 @@ const bindFake = (path: string) => {
 }
 
 describe.skipIf(skip)("Ibverbs against the C double of libibverbs", () => {
-  const build = makeBuildDir()
-  const so = join(build.dir, "libfake-ibverbs.so")
+  let build: ReturnType<typeof makeBuildDir>
+  let so: string
   let fake: ReturnType<typeof bindFake>
   let verbs: Layer.Layer<Verbs>
   const logBuf = Buffer.alloc(1 << 20)
 
   beforeAll(() => {
     expect(missingToolchain, "TENT_REQUIRE_VERBS_HEADERS=1 but the toolchain is missing").toBeUndefined()
+    build = makeBuildDir()
+    so = join(build.dir, "libfake-ibverbs.so")
     gcc(["-shared", "-fPIC", "-O1", "-o", so, join(fixtures, "fake-ibverbs.c")])
     fake = bindFake(so)
     verbs = Ibverbs.layer({ library: so })
   })
-  afterAll(() => build.remove())
+  afterAll(() => build?.remove())
 
   /** What the double logged since the last call, one parsed JSON record per line. */
   const takeLog = (): Array<Record<string, unknown>> => {
