@@ -5,8 +5,11 @@
  * @since 0.1.0
  */
 export * from "./ControlPlane.js"
+export * as DescriptorCache from "./DescriptorCache.js"
 export * from "./Errors.js"
 export * from "./Models.js"
+export * as Registry from "./Registry.js"
 export * as RpcAgent from "./RpcAgent.js"
 export * as RpcConfig from "./RpcConfig.js"
 export * as Server from "./Server.js"
+export * as Stock from "./Stock.js"

@@ -1,0 +1,56 @@
+import { type Socket, SocketServer } from "@effect/platform"
+import { NodeSocket, NodeSocketServer } from "@effect/platform-node"
+import { RpcClient, RpcSerialization, RpcServer } from "@effect/rpc"
+import type { RpcClientError } from "@effect/rpc/RpcClientError"
+import { Effect, Layer, type Scope } from "effect"
+import { ControlPlane, type ControlPlaneHandlers } from "./ControlPlane.js"
+import { formatAddress } from "./internal/address.js"
+import { ServerAddress } from "./Server.js"
+
+/**
+ * The stock `@effect/rpc` path over TCP: `RpcServer.layer` + `layerProtocolSocketServer` on `NodeSocketServer`,
+ * msgpack. Same group and handlers as {@link import("./Server.js").layer}; kept to measure against (it costs about
+ * 3-4× a plain `node:net` round trip here) and for peers that speak it. Its client reports every socket failure as
+ * one `RpcClientError`, which is why `RpcAgent` does not use it.
+ */
+export const layerServer = (
+  options: {
+    readonly host?: string | undefined
+    readonly port?: number | undefined
+    readonly disableTracing?: boolean | undefined
+  } = {}
+): Layer.Layer<ServerAddress, SocketServer.SocketServerError, ControlPlaneHandlers> => {
+  const socketServer = NodeSocketServer.layer({ host: options.host ?? "127.0.0.1", port: options.port ?? 0 })
+  const rpc = RpcServer.layer(ControlPlane, { disableTracing: options.disableTracing ?? false }).pipe(
+    Layer.provide(RpcServer.layerProtocolSocketServer),
+    Layer.provide(RpcSerialization.layerMsgPack)
+  )
+  const address = Layer.effect(
+    ServerAddress,
+    Effect.map(SocketServer.SocketServer, (s) => {
+      const a = s.address
+      if (a._tag !== "TcpAddress") throw new Error("expected a TCP address")
+      return { host: a.hostname, port: a.port, address: formatAddress(a.hostname, a.port) }
+    })
+  )
+  return Layer.merge(rpc, address).pipe(Layer.provide(socketServer))
+}
+
+/** A stock `RpcClient` for the group over `NodeSocket` (msgpack) to `host:port`; closes with the scope. */
+export const makeClient = (options: {
+  readonly host: string
+  readonly port: number
+  readonly disableTracing?: boolean | undefined
+}): Effect.Effect<RpcClient.FromGroup<typeof ControlPlane, RpcClientError>, Socket.SocketError, Scope.Scope> =>
+  Effect.gen(function* () {
+    // built in the caller's scope: `Effect.provide(layer)` would close the socket as soon as `make` returned
+    const protocol = yield* Layer.build(
+      RpcClient.layerProtocolSocket().pipe(
+        Layer.provide(NodeSocket.layerNet({ host: options.host, port: options.port })),
+        Layer.provide(RpcSerialization.layerMsgPack)
+      )
+    )
+    return yield* RpcClient.make(ControlPlane, { disableTracing: options.disableTracing ?? false }).pipe(
+      Effect.provide(protocol)
+    )
+  })

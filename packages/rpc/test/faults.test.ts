@@ -1,0 +1,96 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Fiber } from "effect"
+import { makeNotification, TransportFailure } from "../src/index.js"
+import { spawnPeer } from "./fixtures/process.js"
+import { makeAgent, timed } from "./helpers.js"
+
+const note = makeNotification("n", Buffer.alloc(64, 1))
+
+describe("killed peer (a real process, SIGKILL)", () => {
+  it.scopedLive(
+    "in-flight call fails Closed, a new one Refused, each within 1 s; after a restart the next call succeeds",
+    () =>
+      Effect.gen(function* () {
+        const peer = yield* spawnPeer()
+        const { address, port } = peer.ready
+        const agent = yield* makeAgent({ notify_timeout_ms: 20_000, request_timeout_ms: 20_000 })
+        yield* agent.probe(address)
+
+        const inflight = yield* Effect.fork(
+          timed(Effect.flip(agent.notify(address, makeNotification("sleep", "15000"))))
+        )
+        yield* Effect.sleep(200)
+        peer.signal("SIGKILL")
+        const [closed, closedMs] = yield* Fiber.join(inflight)
+        expect(closed).toBeInstanceOf(TransportFailure)
+        expect(closed).toMatchObject({ reason: "Closed", transportLevel: true, address })
+        expect(closedMs).toBeLessThan(200 + 1000)
+        yield* Effect.promise(() => peer.exited)
+
+        const [refused, refusedMs] = yield* timed(Effect.flip(agent.probe(address)))
+        expect(refused).toMatchObject({ _tag: "TransportFailure", reason: "Refused", transportLevel: true })
+        expect(refusedMs).toBeLessThan(1000)
+
+        yield* spawnPeer(["--port", String(port)])
+        const [, againMs] = yield* timed(agent.notify(address, note))
+        expect(againMs).toBeLessThan(1000) // no reconnect backoff left over
+      })
+  )
+})
+
+describe("frozen peer (a real process, SIGSTOP)", () => {
+  it.scopedLive(
+    "the connect succeeds, the call fails Timeout after its timeout (not earlier, < +50%); after SIGCONT the next call succeeds",
+    () =>
+      Effect.gen(function* () {
+        const peer = yield* spawnPeer()
+        const { address } = peer.ready
+        // a long connect timeout: a Timeout at ~500 ms can only be the request's, so the connect succeeded
+        const agent = yield* makeAgent({ notify_timeout_ms: 500, connect_timeout_ms: 10_000 })
+        peer.signal("SIGSTOP")
+        yield* Effect.sleep(100)
+
+        const [error, ms] = yield* timed(Effect.flip(agent.notify(address, note)))
+        expect(error).toMatchObject({ _tag: "TransportFailure", reason: "Timeout", transportLevel: true })
+        expect(error.message).toContain("no reply within 500 ms")
+        expect(ms).toBeGreaterThanOrEqual(499) // timers have 1 ms granularity
+        expect(ms).toBeLessThanOrEqual(750)
+
+        // the same for a per-call timeout on another RPC
+        const [probeError, probeMs] = yield* timed(Effect.flip(agent.probe(address, { timeout: 300 })))
+        expect(probeError).toMatchObject({ reason: "Timeout" })
+        expect(probeMs).toBeGreaterThanOrEqual(299)
+        expect(probeMs).toBeLessThanOrEqual(450)
+
+        peer.signal("SIGCONT")
+        yield* agent.notify(address, note)
+        yield* agent.probe(address)
+      })
+  )
+
+  it.scopedLive("a stream of calls to a frozen peer does not slow calls to a healthy peer", () =>
+    Effect.gen(function* () {
+      const [frozen, healthy] = yield* Effect.all([spawnPeer(), spawnPeer()], { concurrency: 2 })
+      const agent = yield* makeAgent({ notify_timeout_ms: 500, request_timeout_ms: 500 })
+      yield* agent.probe(frozen.ready.address)
+      yield* agent.probe(healthy.ready.address)
+      frozen.signal("SIGSTOP")
+
+      const stream = yield* Effect.fork(
+        Effect.forEach(Array.from({ length: 300 }), () => Effect.flip(agent.notify(frozen.ready.address, note)), {
+          concurrency: 100
+        })
+      )
+      yield* Effect.sleep(50)
+      const latencies: Array<number> = []
+      for (let i = 0; i < 200; i++) {
+        const [, ms] = yield* timed(agent.notify(healthy.ready.address, note))
+        latencies.push(ms)
+      }
+      const frozenErrors = yield* Fiber.join(stream)
+      expect(frozenErrors.every((e) => e._tag === "TransportFailure" && e.reason === "Timeout")).toBe(true)
+      // a healthy call that waited behind the frozen peer would take its 500 ms timeout
+      expect(Math.max(...latencies)).toBeLessThan(250)
+    })
+  )
+})
