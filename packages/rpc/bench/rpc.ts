@@ -1,0 +1,247 @@
+/**
+ * `pnpm bench rpc [--quick] [--json]`: the control plane's `Notify` against a plain `node:net` floor measured in the
+ * same run, server in its own process.
+ *
+ * - `notify_rtt_us`: median of sequential `Notify` calls (64-byte message) through `RpcAgent` and the lean server;
+ *   floor: a `node:net` ping-pong of 64-byte length-prefixed frames. `ratio` = value / floor (target ≤ 1.5).
+ * - `notify_rtt_p99_us`: the 99th percentile of the same calls.
+ * - `notify_calls_per_s`: 64 callers in one process, each calling in a loop; floor: 64 frames outstanding on one
+ *   `node:net` connection. `ratio` = value / floor (1 = as fast as the floor).
+ * - `*_stock`: the same over the stock @effect/rpc path (`RpcClient` + `NodeSocket`, `RpcServer` +
+ *   `NodeSocketServer`, msgpack, tracing off), for comparison.
+ *
+ * The floor is measured right before and right after each variant and averaged.
+ */
+import * as Net from "node:net"
+import { fileURLToPath } from "node:url"
+import { Effect, type Scope } from "effect"
+import { makeNotification, RpcAgent, RpcConfig, Stock } from "../src/index.js"
+import { spawnChild } from "../test/fixtures/process.js"
+
+/** One measured figure beside its floor (the shape of `scripts/bench.ts`). */
+export interface BenchResult {
+  readonly name: string
+  readonly unit: string
+  readonly value: number
+  readonly better: "lower" | "higher"
+  readonly floor: number
+  readonly ratio: number
+}
+
+/** What `scripts/bench.ts` passes. */
+export interface BenchOptions {
+  readonly quick: boolean
+  readonly log: (line: string) => void
+}
+
+const MSG_BYTES = 64
+const CONCURRENCY = 64
+
+const quantile = (xs: Array<number>, q: number): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))] as number
+}
+
+interface Latency {
+  readonly median: number
+  readonly p99: number
+}
+
+/** A `node:net` client of the floor echo server: one frame out, the same frame back. */
+const floorClient = (port: number) =>
+  Effect.acquireRelease(
+    Effect.async<{ socket: Net.Socket; onFrame: (f: () => void) => void }>((resume) => {
+      const socket = Net.createConnection({ host: "127.0.0.1", port, noDelay: true }, () =>
+        resume(Effect.succeed({ socket, onFrame: (f) => (handler = f) }))
+      )
+      let handler: () => void = () => {}
+      let pending = Buffer.alloc(0) as Buffer
+      socket.on("data", (chunk: Buffer) => {
+        pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
+        let off = 0
+        while (pending.length - off >= 4) {
+          const len = pending.readUInt32LE(off)
+          if (pending.length - off - 4 < len) break
+          off += 4 + len
+          handler()
+        }
+        pending = pending.subarray(off)
+      })
+    }),
+    ({ socket }) => Effect.sync(() => socket.destroy())
+  )
+
+const frame = (() => {
+  const f = Buffer.alloc(4 + MSG_BYTES, 1)
+  f.writeUInt32LE(MSG_BYTES, 0)
+  return f
+})()
+
+const floorLatency = (port: number, calls: number, warmup: number): Effect.Effect<Latency, never, Scope.Scope> =>
+  Effect.flatMap(floorClient(port), ({ socket, onFrame }) =>
+    Effect.promise(
+      () =>
+        new Promise<Latency>((resolve) => {
+          const samples: Array<number> = []
+          let i = 0
+          let t0 = 0
+          onFrame(() => {
+            if (i >= warmup) samples.push((performance.now() - t0) * 1000)
+            i++
+            if (i === warmup + calls) return resolve({ median: quantile(samples, 0.5), p99: quantile(samples, 0.99) })
+            t0 = performance.now()
+            socket.write(frame)
+          })
+          t0 = performance.now()
+          socket.write(frame)
+        })
+    )
+  )
+
+const floorThroughput = (port: number, calls: number): Effect.Effect<number, never, Scope.Scope> =>
+  Effect.flatMap(floorClient(port), ({ socket, onFrame }) =>
+    Effect.promise(
+      () =>
+        new Promise<number>((resolve) => {
+          let sent = 0
+          let done = 0
+          const t0 = performance.now()
+          onFrame(() => {
+            done++
+            if (done === calls) return resolve(calls / ((performance.now() - t0) / 1000))
+            if (sent < calls) {
+              sent++
+              socket.write(frame)
+            }
+          })
+          for (; sent < CONCURRENCY; sent++) socket.write(frame)
+        })
+    )
+  )
+
+/** Median and p99 of `calls` sequential runs of `call`, after `warmup`. */
+const latencyOf = <E>(call: Effect.Effect<unknown, E>, calls: number, warmup: number): Effect.Effect<Latency, E> =>
+  Effect.gen(function* () {
+    for (let i = 0; i < warmup; i++) yield* call
+    const samples = new Array<number>(calls)
+    for (let i = 0; i < calls; i++) {
+      const t0 = performance.now()
+      yield* call
+      samples[i] = (performance.now() - t0) * 1000
+    }
+    return { median: quantile(samples, 0.5), p99: quantile(samples, 0.99) }
+  })
+
+/** Calls per second with {@link CONCURRENCY} callers looping over `call`. */
+const throughputOf = <E>(call: Effect.Effect<unknown, E>, calls: number): Effect.Effect<number, E> =>
+  Effect.gen(function* () {
+    const per = Math.ceil(calls / CONCURRENCY)
+    const loop = Effect.gen(function* () {
+      for (let i = 0; i < per; i++) yield* call
+    })
+    const t0 = performance.now()
+    yield* Effect.all(
+      Array.from({ length: CONCURRENCY }, () => loop),
+      { concurrency: "unbounded", discard: true }
+    )
+    return (per * CONCURRENCY) / ((performance.now() - t0) / 1000)
+  })
+
+interface Ports {
+  readonly floor: number
+  readonly lean: number
+  readonly stock: number
+}
+
+/** Runs the suite; see the module comment for what each figure is. */
+export const run = (options: BenchOptions): Promise<ReadonlyArray<BenchResult>> => {
+  const { log, quick } = options
+  const calls = quick ? 10_000 : 30_000
+  const warmup = quick ? 2_000 : 5_000
+  const tputCalls = quick ? 20_000 : 100_000
+  // the stock path is ~10× slower under load: fewer calls keep --quick under 30 s
+  const stockTputCalls = quick ? 5_000 : 20_000
+  const program = Effect.gen(function* () {
+    const server = yield* spawnChild<Ports>(fileURLToPath(new URL("./server.ts", import.meta.url)))
+    const ports = server.ready
+    log(
+      `rpc bench: server pid ${server.pid}, ports ${JSON.stringify(ports)}; ${calls} sequential calls, ${tputCalls} at ${CONCURRENCY} concurrent`
+    )
+    const note = makeNotification("bench", Buffer.alloc(MSG_BYTES, 1))
+    const results: Array<BenchResult> = []
+
+    const floorAround = <A, E>(measure: Effect.Effect<A, E, Scope.Scope>) =>
+      Effect.gen(function* () {
+        const before = yield* Effect.scoped(floorLatency(ports.floor, calls, warmup))
+        const beforeT = yield* Effect.scoped(floorThroughput(ports.floor, tputCalls))
+        const a = yield* Effect.scoped(measure)
+        const after = yield* Effect.scoped(floorLatency(ports.floor, calls, warmup))
+        const afterT = yield* Effect.scoped(floorThroughput(ports.floor, tputCalls))
+        return {
+          a,
+          median: (before.median + after.median) / 2,
+          p99: (before.p99 + after.p99) / 2,
+          tput: (beforeT + afterT) / 2
+        }
+      })
+
+    const push = (suffix: string, lat: Latency, tput: number, floor: { median: number; p99: number; tput: number }) => {
+      results.push(
+        {
+          name: `notify_rtt_us${suffix}`,
+          unit: "us",
+          value: lat.median,
+          better: "lower",
+          floor: floor.median,
+          ratio: lat.median / floor.median
+        },
+        {
+          name: `notify_rtt_p99_us${suffix}`,
+          unit: "us",
+          value: lat.p99,
+          better: "lower",
+          floor: floor.p99,
+          ratio: lat.p99 / floor.p99
+        },
+        {
+          name: `notify_calls_per_s${suffix}`,
+          unit: "1/s",
+          value: tput,
+          better: "higher",
+          floor: floor.tput,
+          ratio: tput / floor.tput
+        }
+      )
+      log(
+        `  ${suffix || "lean"}: rtt ${lat.median.toFixed(1)} us (floor ${floor.median.toFixed(1)}, ×${(lat.median / floor.median).toFixed(2)}), p99 ${lat.p99.toFixed(1)} us, ${tput.toFixed(0)} calls/s (floor ${floor.tput.toFixed(0)})`
+      )
+    }
+
+    log("measuring RpcAgent → lean server")
+    const lean = yield* floorAround(
+      Effect.gen(function* () {
+        const agent = yield* RpcAgent.make.pipe(Effect.provide(RpcConfig.layer({ notify_timeout_ms: 10_000 })))
+        const address = `127.0.0.1:${ports.lean}`
+        const call = agent.notify(address, note)
+        const lat = yield* latencyOf(call, calls, warmup)
+        const tput = yield* throughputOf(call, tputCalls)
+        return { lat, tput }
+      })
+    )
+    push("", lean.a.lat, lean.a.tput, lean)
+
+    log("measuring stock RpcClient → stock server")
+    const stock = yield* floorAround(
+      Effect.gen(function* () {
+        const client = yield* Stock.makeClient({ host: "127.0.0.1", port: ports.stock, disableTracing: true })
+        const call = client.Notify(note)
+        const lat = yield* latencyOf(call, calls, warmup)
+        const tput = yield* throughputOf(call, stockTputCalls)
+        return { lat, tput }
+      })
+    )
+    push("_stock", stock.a.lat, stock.a.tput, stock)
+    return results
+  })
+  return Effect.runPromise(Effect.scoped(program))
+}

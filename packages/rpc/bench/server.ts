@@ -1,0 +1,55 @@
+/**
+ * The far side of the RPC bench, in its own process: a plain `node:net` echo of length-prefixed frames (the floor),
+ * the lean control-plane server and the stock @effect/rpc one, all with a `Notify` handler that does nothing.
+ * Prints `{"floor":port,"lean":port,"stock":port}` once all listen.
+ */
+import * as Net from "node:net"
+import { Context, Effect, Layer } from "effect"
+import { ControlPlane, InvalidEntry, Server, Stock } from "../src/index.js"
+
+const handlers = ControlPlane.toLayer({
+  Bootstrap: (d) => Effect.succeed(d),
+  Notify: () => Effect.void,
+  GetSegmentDesc: () => Effect.fail(new InvalidEntry({ segment: "", message: "bench" })),
+  Probe: () => Effect.void
+})
+
+/** Echoes every `[u32 len][bytes]` frame back as it came. */
+const floorServer = Net.createServer((socket) => {
+  socket.setNoDelay(true)
+  let pending = Buffer.alloc(0) as Buffer
+  socket.on("data", (chunk: Buffer) => {
+    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
+    let off = 0
+    while (pending.length - off >= 4) {
+      const len = pending.readUInt32LE(off)
+      if (pending.length - off - 4 < len) break
+      off += 4 + len
+    }
+    if (off > 0) socket.write(pending.subarray(0, off))
+    pending = pending.subarray(off)
+  })
+  socket.on("error", () => {})
+})
+
+const main = Effect.gen(function* () {
+  const floor = yield* Effect.async<number>((resume) => {
+    floorServer.listen({ host: "127.0.0.1", port: 0 }, () =>
+      resume(Effect.succeed((floorServer.address() as Net.AddressInfo).port))
+    )
+  })
+  // built in this scope, so they serve until the process ends
+  const lean = Context.get(yield* Layer.build(Layer.provide(Server.layer(), handlers)), Server.ServerAddress)
+  const stock = Context.get(
+    yield* Layer.build(Layer.provide(Stock.layerServer({ disableTracing: true }), handlers)),
+    Server.ServerAddress
+  )
+  process.stdout.write(`${JSON.stringify({ floor, lean: lean.port, stock: stock.port })}\n`)
+  return yield* Effect.never
+})
+
+process.on("SIGTERM", () => process.exit(0))
+Effect.runPromise(Effect.scoped(main)).catch((e) => {
+  process.stderr.write(`bench server failed: ${String(e)}\n`)
+  process.exit(1)
+})
