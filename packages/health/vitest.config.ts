@@ -3,6 +3,8 @@ import { defineProject } from "vitest/config"
 export default defineProject({
   test: {
     name: "health",
-    include: ["test/**/*.test.ts"]
+    include: ["test/**/*.test.ts"],
+    testTimeout: 60_000,
+    hookTimeout: 60_000
   }
 })

@@ -6,6 +6,7 @@
 export * from "./Constants.js"
 export * from "./Errors.js"
 export * from "./Gid.js"
+export * as Ibverbs from "./Ibverbs.js"
 export * as Rc from "./Rc.js"
 export * as SoftVerbs from "./SoftVerbs.js"
 export * from "./Verbs.js"

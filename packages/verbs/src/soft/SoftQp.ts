@@ -73,6 +73,11 @@ export interface QpCounters {
 
 /** Maximum packets in flight per QP: 512 × (48 + 4096) bytes stays inside a 4 MiB receive buffer. */
 export const WINDOW = 512
+/**
+ * After a timeout the requester resends at most this many packets before an ACK arrives: a single-threaded receiver
+ * reads about 32 datagrams per event-loop turn, and resending a whole window into it each timeout only adds loss.
+ */
+const RECOVERY_WINDOW = 16
 /** A long message asks for an ACK every this many packets, so the window keeps moving. */
 const ACK_EVERY = 64
 
@@ -204,6 +209,8 @@ export class SoftQp implements QueuePair {
   private psnNext = 0
   private acked = -1
   private readsOutstanding = 0
+  /** Packets allowed in flight: WINDOW, cut to RECOVERY_WINDOW by a timeout and doubled back on each ACK. */
+  private cwnd = WINDOW
 
   // Receive queue.
   private readonly rqCap: number
@@ -227,6 +234,7 @@ export class SoftQp implements QueuePair {
   // Timers.
   private retryTimer: ReturnType<typeof setTimeout> | undefined
   private retryArmed = false
+  private armedAt = 0
   private lastProgress = 0
   private retries = 0
   private rnrRetries = 0
@@ -398,7 +406,7 @@ export class SoftQp implements QueuePair {
     while (this.txIdx < limit) {
       const s = this.txIdx % this.sqCap
       const psn = (this.wqFirstPsn[s] as number) + this.txPkt
-      if (psn - this.acked > WINDOW) break
+      if (psn - this.acked > this.cwnd) break
       if (!this.transmitPacket(s, this.txPkt, psn)) return
       const npkts = this.wqNpkts[s] as number
       this.txPkt = this.wqOpcode[s] === WrOpcode.RDMA_READ ? npkts : this.txPkt + 1
@@ -527,6 +535,7 @@ export class SoftQp implements QueuePair {
     }
     if (limit <= this.acked) return false
     this.acked = limit
+    if (this.cwnd < WINDOW) this.cwnd = Math.min(WINDOW, this.cwnd * 2)
     this.retries = 0
     this.rnrRetries = 0
     this.lastProgress = now()
@@ -695,6 +704,7 @@ export class SoftQp implements QueuePair {
   private armRetry(): void {
     if (this.retryArmed || this.timeoutMs === 0 || this.destroyed) return
     this.retryArmed = true
+    this.armedAt = now()
     if (this.retryTimer === undefined) {
       this.retryTimer = setTimeout(this.onRetryTimer, Math.max(1, this.timeoutMs))
       this.retryTimer.unref()
@@ -703,11 +713,40 @@ export class SoftQp implements QueuePair {
     }
   }
 
+  /** True when the requester has waited a whole ACK timeout without progress. */
+  private get timedOut(): boolean {
+    return (
+      (this.state === QpState.RTS || this.state === QpState.SQD) &&
+      this.outstanding &&
+      !this.rnrWaiting &&
+      now() - this.lastProgress >= this.timeoutMs - 0.5
+    )
+  }
+
   private readonly onRetryTimer = (): void => {
     this.retryArmed = false
     if ((this.state !== QpState.RTS && this.state !== QpState.SQD) || !this.outstanding) return
-    if (this.rnrWaiting || now() - this.lastProgress < this.timeoutMs - 0.5) {
+    if (!this.timedOut) {
       this.armRetry()
+      return
+    }
+    // A timer that fires late by more than half a timeout means this process was busy (the event loop was blocked),
+    // not that the network was silent: ACKs may be waiting in the socket. Start the wait again instead of retrying.
+    const late = now() - this.armedAt - this.timeoutMs
+    if (late > this.timeoutMs / 2 + 2) {
+      this.lastProgress = now()
+      this.armRetry()
+      return
+    }
+    // Timers run before I/O in an event-loop turn: look again after the I/O phase.
+    this.retryArmed = true
+    setImmediate(this.onRetryConfirm)
+  }
+
+  private readonly onRetryConfirm = (): void => {
+    this.retryArmed = false
+    if (!this.timedOut) {
+      if (this.outstanding && !this.destroyed) this.armRetry()
       return
     }
     this.device.run(() => {
@@ -717,6 +756,7 @@ export class SoftQp implements QueuePair {
         return
       }
       this.device.counters.retransmits++
+      this.cwnd = RECOVERY_WINDOW
       this.lastProgress = now()
       this.rewind(this.acked + 1)
       this.pump()
