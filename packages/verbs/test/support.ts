@@ -1,9 +1,10 @@
 /**
  * Test support: a connected pair of SoftVerbs RC QPs on two devices of this process, and helpers to poll.
  */
-import { Effect, type Scope } from "effect"
+import { Effect, type Scope, Stream } from "effect"
 import {
   AccessFlags,
+  type AsyncEvent,
   type CompletionQueue,
   type DeviceContext,
   type MemoryRegion,
@@ -156,3 +157,20 @@ export const sendWr = (
   sgList: [{ addr: side.mr.addr + offset, length, lkey: side.mr.lkey }],
   ...extra
 })
+
+/** Collects a device context's async events in the background (subscribed when this returns). */
+export const collectEvents = (ctx: DeviceContext) =>
+  Effect.gen(function* () {
+    const events: Array<AsyncEvent> = []
+    yield* Stream.runForEach(ctx.asyncEvents, (e) => Effect.sync(() => events.push(e))).pipe(Effect.forkScoped)
+    yield* sleep(20)
+    return events
+  })
+
+/** Waits until `check()` holds, polling every 5 ms, at most `timeoutMs`. */
+export const waitFor = (check: () => boolean, timeoutMs = 5000) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + timeoutMs
+    while (!check() && Date.now() < deadline) yield* sleep(5)
+    return check()
+  })

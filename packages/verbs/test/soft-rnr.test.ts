@@ -1,0 +1,79 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { QpState, RNR_TIMER_MS, WcOpcode, WcStatus, WrOpcode } from "../src/index.js"
+import { makePair, pollN, recvWr, sendWr, sleep } from "./support.js"
+
+describe("SoftVerbs Receiver Not Ready (rule 4)", () => {
+  it("the RNR timer table follows the IB encoding", () => {
+    expect(RNR_TIMER_MS[12]).toBe(0.64)
+    expect(RNR_TIMER_MS[18]).toBe(5.12)
+    expect(RNR_TIMER_MS[0]).toBe(655.36)
+    expect(RNR_TIMER_MS[31]).toBe(491.52)
+    expect(RNR_TIMER_MS).toHaveLength(32)
+  })
+
+  it.scopedLive("a SEND with no RECV posted is NAKed RNR and retried until a RECV appears", () =>
+    Effect.gen(function* () {
+      const { a, b } = yield* makePair({ params: { minRnrTimer: 12 } })
+      a.buf.write("late receiver", 0)
+      a.qp.postSend(sendWr(a, 1, 0, 13))
+      yield* sleep(30)
+      expect(b.device.counters.rnrNaksSent).toBeGreaterThan(0)
+      expect(a.qp.state).toBe(QpState.RTS)
+      b.qp.postRecv(recvWr(b, 7, 0, 64))
+      const [r] = yield* pollN(b.cq, 1)
+      expect(r).toMatchObject({ wrId: 7, status: WcStatus.SUCCESS, byteLen: 13 })
+      expect(b.buf.toString("utf8", 0, 13)).toBe("late receiver")
+      expect((yield* pollN(a.cq, 1))[0]?.status).toBe(WcStatus.SUCCESS)
+    })
+  )
+
+  it.scopedLive("rnr_retry 3 is exhausted after 3 retries spaced by the responder's min_rnr_timer (18 = 5.12 ms)", () =>
+    Effect.gen(function* () {
+      const { a, b } = yield* makePair({ paramsA: { rnrRetry: 3 }, paramsB: { minRnrTimer: 18 } })
+      const start = performance.now()
+      a.qp.postSend(sendWr(a, 1, 0, 8))
+      a.qp.postSend(sendWr(a, 2, 0, 8))
+      const wcs = yield* pollN(a.cq, 2)
+      const elapsed = performance.now() - start
+      expect(wcs.map((w) => w.status)).toEqual([WcStatus.RNR_RETRY_EXC_ERR, WcStatus.WR_FLUSH_ERR])
+      expect(b.device.counters.rnrNaksSent).toBe(4)
+      expect(a.device.counters.rnrRetries).toBe(3)
+      expect(elapsed).toBeGreaterThanOrEqual(3 * 5.12)
+      expect(a.qp.state).toBe(QpState.ERR)
+    })
+  )
+
+  it.scopedLive("rnr_retry 7 retries forever", () =>
+    Effect.gen(function* () {
+      const { a, b } = yield* makePair({ paramsA: { rnrRetry: 7 }, paramsB: { minRnrTimer: 1 } })
+      a.qp.postSend(sendWr(a, 1, 0, 8))
+      yield* sleep(200)
+      expect(a.device.counters.rnrRetries).toBeGreaterThan(7)
+      expect(a.qp.state).toBe(QpState.RTS)
+      b.qp.postRecv(recvWr(b, 1, 0, 64))
+      expect((yield* pollN(a.cq, 1))[0]?.status).toBe(WcStatus.SUCCESS)
+    })
+  )
+
+  it.scopedLive("WRITE_WITH_IMM needs a RECV too: RNR, then delivery with the immediate", () =>
+    Effect.gen(function* () {
+      const { a, b } = yield* makePair({ params: { minRnrTimer: 1 } })
+      a.buf.write("imm payload", 0)
+      a.qp.postSend(
+        sendWr(a, 1, 0, 11, {
+          opcode: WrOpcode.RDMA_WRITE_WITH_IMM,
+          remoteAddr: b.mr.addr + 5000,
+          rkey: b.mr.rkey,
+          immData: 42
+        })
+      )
+      yield* sleep(20)
+      expect(b.device.counters.rnrNaksSent).toBeGreaterThan(0)
+      b.qp.postRecv(recvWr(b, 9, 0, 0))
+      const [r] = yield* pollN(b.cq, 1)
+      expect(r).toMatchObject({ wrId: 9, opcode: WcOpcode.RECV_RDMA_WITH_IMM, immData: 42, byteLen: 11 })
+      expect(b.buf.toString("utf8", 5000, 5011)).toBe("imm payload")
+    })
+  )
+})
