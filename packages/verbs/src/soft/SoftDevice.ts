@@ -90,7 +90,10 @@ export class SoftDevice implements QpHost, CqHost {
   private readonly qps = new Map<number, SoftQp>()
   private readonly mrs = new MrTable()
   private readonly listeners = new Set<(event: AsyncEvent) => void>()
-  private readonly slots = Buffer.allocUnsafeSlow(SLOTS * SLOT_SIZE)
+  private readonly slots: ReadonlyArray<Buffer> = (() => {
+    const memory = Buffer.allocUnsafeSlow(SLOTS * SLOT_SIZE)
+    return Array.from({ length: SLOTS }, (_, i) => memory.subarray(i * SLOT_SIZE, (i + 1) * SLOT_SIZE))
+  })()
   private slotIndex = 0
   private nextQpn: number
   private nextPd = 1
@@ -208,7 +211,7 @@ export class SoftDevice implements QpHost, CqHost {
   slot(): Buffer {
     const i = this.slotIndex
     this.slotIndex = i + 1 === SLOTS ? 0 : i + 1
-    return this.slots.subarray(i * SLOT_SIZE, (i + 1) * SLOT_SIZE)
+    return this.slots[i] as Buffer
   }
 
   transmit(buf: Buffer, length: number, host: string, port: number): void {
@@ -290,6 +293,8 @@ export class SoftDevice implements QpHost, CqHost {
   }
 
   queueAck(qp: SoftQp): void {
+    if (qp.ackQueued) return
+    qp.ackQueued = true
     this.ackQueue.push(qp)
     if (!this.ackQueued) {
       this.ackQueued = true
@@ -301,7 +306,10 @@ export class SoftDevice implements QpHost, CqHost {
     this.ackQueued = false
     const queue = this.ackQueue
     this.ackQueue = []
-    for (const qp of queue) qp.sendAck()
+    for (const qp of queue) {
+      qp.ackQueued = false
+      qp.sendAck()
+    }
   }
 
   raise(event: AsyncEvent): void {

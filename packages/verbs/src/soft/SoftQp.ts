@@ -228,6 +228,8 @@ export class SoftQp implements QueuePair {
   private nakSeqSent = false
   /** An ACK is owed to the peer's requester (sent by the device once per event-loop turn unless piggybacked). */
   ackPending = false
+  /** The device has this QP in its ACK queue for this turn. */
+  ackQueued = false
   private recvActive = false
   private recvOffset = 0
 

@@ -1,0 +1,146 @@
+/**
+ * The far side of the verbs benchmark, in its own process. It serves both the floor (plain `node:dgram`) and
+ * SoftVerbs, and prints one JSON line with its addresses, then takes JSON-line requests on stdin.
+ *
+ * dgram: a datagram starting with `P` is echoed back; any other is counted, and one 4-byte ACK carrying the count is
+ * sent per event-loop turn (the windowed floor's flow control).
+ * SoftVerbs: RECVs are reposted as they complete; a message starting with `P` is answered with a 64-byte SEND.
+ */
+import * as dgram from "node:dgram"
+import type { AddressInfo } from "node:net"
+import { createInterface } from "node:readline"
+import { Effect } from "effect"
+import {
+  AccessFlags,
+  gidFromString,
+  gidToString,
+  QpType,
+  Rc,
+  type RecvWr,
+  type SendWr,
+  SoftVerbs,
+  WorkCompletion,
+  WrOpcode
+} from "../src/index.js"
+
+const SLOT = 4096
+const RECVS = 2048
+const MB = 1 << 20
+
+const program = Effect.gen(function* () {
+  // The floor: a plain UDP socket.
+  const sock = dgram.createSocket("udp4")
+  yield* Effect.promise(() => new Promise<void>((r) => sock.bind(0, "127.0.0.1", () => r())))
+  sock.setRecvBufferSize(4 * MB)
+  sock.setSendBufferSize(4 * MB)
+  let counted = 0
+  let ackQueued = false
+  let ackTo: { port: number; address: string } = { port: 0, address: "" }
+  const ack = Buffer.alloc(4)
+  const flushAck = () => {
+    ackQueued = false
+    ack.writeUInt32LE(counted >>> 0, 0)
+    sock.send(ack, ackTo.port, ackTo.address)
+  }
+  sock.on("message", (msg, rinfo) => {
+    if (msg[0] === 0x50) {
+      sock.send(msg, rinfo.port, rinfo.address)
+      return
+    }
+    counted++
+    if (!ackQueued) {
+      ackQueued = true
+      ackTo = rinfo
+      setImmediate(flushAck)
+    }
+  })
+
+  // SoftVerbs.
+  const { verbs } = yield* SoftVerbs.make({ devices: [{ name: "bench1" }] })
+  const ctx = yield* verbs.openDevice("bench1")
+  const pd = yield* ctx.allocPd
+  const cq = yield* ctx.createCq(8192)
+  const qp = yield* pd.createQp({
+    sendCq: cq,
+    recvCq: cq,
+    qpType: QpType.RC,
+    cap: { maxSendWr: 1024, maxRecvWr: RECVS, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
+  })
+  const recvBuf = Buffer.alloc(SLOT * RECVS)
+  const writeBuf = Buffer.alloc(64 * MB)
+  const access = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE
+  const recvMr = yield* pd.regMr(recvBuf, access)
+  const writeMr = yield* pd.regMr(writeBuf, access)
+  const pong = Buffer.alloc(64, 0x51)
+  const pongMr = yield* pd.regMr(pong, AccessFlags.LOCAL_WRITE)
+  const psn = Rc.randomPsn()
+  const recvSge = { addr: 0, length: SLOT, lkey: recvMr.lkey }
+  const recvWr: RecvWr = { wrId: 0, sgList: [recvSge] }
+  const repost = (slot: number) => {
+    recvWr.wrId = slot
+    recvSge.addr = recvMr.addr + slot * SLOT
+    qp.postRecv(recvWr)
+  }
+  const pongWr: SendWr = {
+    wrId: 0,
+    opcode: WrOpcode.SEND,
+    sendFlags: 0,
+    sgList: [{ addr: pongMr.addr, length: 64, lkey: pongMr.lkey }]
+  }
+  let sends = 0
+  const wc = WorkCompletion.array(64)
+  cq.setNotify(() => {
+    for (;;) {
+      const n = cq.pollCq(64, wc)
+      for (let i = 0; i < n; i++) {
+        const w = wc[i] as WorkCompletion
+        if (w.opcode < 128) continue
+        const slot = w.wrId
+        const ping = recvBuf[slot * SLOT] === 0x50
+        repost(slot)
+        if (ping) {
+          // Signal one pong in 64 so that the send queue's completions are reaped.
+          pongWr.sendFlags = ++sends % 64 === 0 ? 2 : 0
+          qp.postSend(pongWr)
+        }
+      }
+      if (n < 64) break
+    }
+    cq.reqNotifyCq()
+  })
+  cq.reqNotifyCq()
+  const gid = gidToString(yield* ctx.queryGid(1, 0))
+
+  const lines = createInterface({ input: process.stdin })
+  lines.on("line", (line) => {
+    const req = JSON.parse(line) as { cmd: string; gid: string; qpNum: number; psn: number }
+    if (req.cmd === "connect") {
+      const remote = { gid: gidFromString(req.gid) as Uint8Array, qpNum: req.qpNum, psn: req.psn }
+      Effect.runPromise(Rc.connect(qp, psn, remote)).then(
+        () => {
+          for (let i = 0; i < RECVS; i++) repost(i)
+          process.stdout.write(`${JSON.stringify({ ok: true })}\n`)
+        },
+        (e) => process.stdout.write(`${JSON.stringify({ error: String(e) })}\n`)
+      )
+    }
+  })
+  lines.on("close", () => process.exit(0))
+  process.stdout.write(
+    `${JSON.stringify({
+      dgramPort: (sock.address() as AddressInfo).port,
+      gid,
+      qpNum: qp.qpNum,
+      psn,
+      writeAddr: writeMr.addr,
+      writeRkey: writeMr.rkey,
+      writeLen: writeBuf.length
+    })}\n`
+  )
+  yield* Effect.never
+})
+
+Effect.runPromise(Effect.scoped(program)).catch((e) => {
+  process.stderr.write(`bench peer failed: ${String(e)}\n`)
+  process.exit(1)
+})
