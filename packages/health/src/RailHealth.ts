@@ -1,0 +1,268 @@
+/**
+ * Health of rails, i.e. (local NIC, remote NIC) pairs on the data path, with the rules of TENT's `RailMonitor`
+ * (`tent/src/transport/rdma/rail_monitor.cpp`):
+ *
+ * - an error counts towards the threshold if the pair's previous error is at most `rail_error_window_secs` old,
+ *   otherwise the count restarts at 1 (the window slides from error to error);
+ * - every error sets the cooldown: `rail_cooldown_secs` on the first, then double the last one, capped at 300 s, even
+ *   below the threshold; so with the defaults three quick errors pause the pair for 120 s (30 → 60 → 120), not 30 s;
+ * - once the count reaches `rail_error_threshold` the pair is paused until now + cooldown, and every further error
+ *   re-arms the pause with the doubled cooldown;
+ * - a success, or the pause's expiry, clears the pair's error count, pause and cooldown.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Config, Context, Effect, Layer, Ref } from "effect"
+import type { ConfigError } from "effect/ConfigError"
+
+/** A rail: the local and the remote device name. */
+export interface RailKey {
+  readonly local: string
+  readonly remote: string
+}
+
+/** What {@link RailHealthShape.snapshot} reports about one rail. */
+export interface RailState {
+  readonly local: string
+  readonly remote: string
+  /** True while the rail is paused (the pause has not expired). */
+  readonly paused: boolean
+  /** Errors counted towards the threshold in the current window (TENT's `error_count`). */
+  readonly errors: number
+  /** When the pause ends, epoch ms from `Clock`; 0 if not paused. */
+  readonly pausedUntil: number
+  /** The cooldown the last error set (TENT's `cooldown`), in ms; 0 for a clean rail. */
+  readonly cooldownMs: number
+}
+
+/**
+ * The rail-health service. One instance holds every rail it has been asked about. Rails are keyed by device
+ * names alone, so when several peers have devices of the same name, `remote` must tell them apart (TENT keeps one
+ * monitor per remote machine), e.g. `"peer-a/mlx5_0"`.
+ */
+export interface RailHealthShape {
+  /** False while the pair is paused; an expired pause is cleared here (and by every other call). */
+  readonly available: (local: string, remote: string) => Effect.Effect<boolean>
+  /** Counts a failure of the pair (TENT's `markFailed`): see the module's rules. */
+  readonly recordError: (local: string, remote: string) => Effect.Effect<void>
+  /** A success on the pair clears its count, pause and cooldown (TENT's `markRecovered`). */
+  readonly recordSuccess: (local: string, remote: string) => Effect.Effect<void>
+  /** Picks the first available remote for `local` among `candidates` (preferred first); undefined if all paused. */
+  readonly choose: (local: string, candidates: ReadonlyArray<string>) => Effect.Effect<string | undefined>
+  /** Every rail seen so far, in the order first seen, with expired pauses cleared. */
+  readonly snapshot: Effect.Effect<ReadonlyArray<RailState>>
+}
+
+/** The rail-health service tag. */
+export class RailHealth extends Context.Tag("@tent/health/RailHealth")<RailHealth, RailHealthShape>() {}
+
+/** The settings, in TENT's units (seconds). */
+export interface RailHealthOptions {
+  /** `transports/rdma/rail_error_threshold`: errors within the window that pause a rail. */
+  readonly errorThreshold: number
+  /** `transports/rdma/rail_error_window_secs`: the largest gap between two errors that still counts them together. */
+  readonly errorWindowSecs: number
+  /** `transports/rdma/rail_cooldown_secs`: the cooldown the first error sets. */
+  readonly cooldownSecs: number
+  /** The cap on a doubled cooldown; TENT's `kMaxCooldown`, a constant there (no config key). */
+  readonly maxCooldownSecs: number
+}
+
+/** TENT's defaults: `rail_monitor.h` (`error_threshold_ = 3`, `error_window_ = 10 s`, `cooldown_ = 30 s`, `kMaxCooldown = 300 s`). */
+export const defaults: RailHealthOptions = {
+  errorThreshold: 3,
+  errorWindowSecs: 10,
+  cooldownSecs: 30,
+  maxCooldownSecs: 300
+}
+
+const key = (name: string, description: string, min: number, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.validate({ message: `must be an integer ≥ ${min}`, validation: (n) => n >= min }),
+    Config.withDefault(fallback),
+    Config.withDescription(description)
+  )
+
+/**
+ * The settings from the current `ConfigProvider`, under `transports/rdma` as in TENT's config
+ * (`{"transports": {"rdma": {"rail_cooldown_secs": 60}}}`, or the flat key `transports/rdma/rail_cooldown_secs` from
+ * a provider whose path delimiter is `/`). Absent keys take {@link defaults}; a value that is not an integer, or is
+ * out of range, fails with a `ConfigError` naming the key (TENT would silently keep the default).
+ */
+export const config: Config.Config<RailHealthOptions> = Config.all({
+  errorThreshold: key(
+    "rail_error_threshold",
+    "errors within rail_error_window_secs that pause a (local NIC, remote NIC) pair",
+    1,
+    defaults.errorThreshold
+  ),
+  errorWindowSecs: key(
+    "rail_error_window_secs",
+    "largest gap in seconds between two errors of a rail that still counts them together",
+    0,
+    defaults.errorWindowSecs
+  ),
+  cooldownSecs: key(
+    "rail_cooldown_secs",
+    "seconds of the first cooldown of a rail; doubled on every further error up to 300 s",
+    0,
+    defaults.cooldownSecs
+  ),
+  maxCooldownSecs: Config.succeed(defaults.maxCooldownSecs)
+}).pipe(Config.nested("rdma"), Config.nested("transports"))
+
+/** One rail's state in TENT's terms; `resumeAt` undefined means not paused. */
+interface Entry {
+  readonly local: string
+  readonly remote: string
+  readonly errors: number
+  readonly lastErrorAt: number
+  readonly cooldownMs: number
+  readonly resumeAt: number | undefined
+}
+
+type Rails = ReadonlyMap<string, Entry>
+
+const railKey = (local: string, remote: string) => `${local}\u0000${remote}`
+
+const clean = (local: string, remote: string): Entry => ({
+  local,
+  remote,
+  errors: 0,
+  lastErrorAt: 0,
+  cooldownMs: 0,
+  resumeAt: undefined
+})
+
+const isClean = (e: Entry) => e.errors === 0 && e.cooldownMs === 0 && e.resumeAt === undefined
+
+/** The entry at `now`: a pause whose time has come is cleared with all its backoff memory. */
+const settle = (e: Entry, now: number): Entry =>
+  e.resumeAt !== undefined && now >= e.resumeAt ? clean(e.local, e.remote) : e
+
+const failed = (e: Entry, now: number, o: RailHealthOptions): Entry => {
+  const errors = e.errors === 0 || now - e.lastErrorAt > o.errorWindowSecs * 1000 ? 1 : e.errors + 1
+  const cooldownMs = e.cooldownMs === 0 ? o.cooldownSecs * 1000 : Math.min(e.cooldownMs * 2, o.maxCooldownSecs * 1000)
+  return {
+    local: e.local,
+    remote: e.remote,
+    errors,
+    lastErrorAt: now,
+    cooldownMs,
+    resumeAt: errors >= o.errorThreshold ? now + cooldownMs : e.resumeAt
+  }
+}
+
+const toState = (e: Entry): RailState => ({
+  local: e.local,
+  remote: e.remote,
+  paused: e.resumeAt !== undefined,
+  errors: e.errors,
+  pausedUntil: e.resumeAt ?? 0,
+  cooldownMs: e.cooldownMs
+})
+
+/** What happened to a rail in one call, for the log. */
+type Transition = "none" | "paused" | "expired" | "recovered"
+
+/**
+ * Builds a rail-health instance with its own table (TENT keeps one per worker and remote machine; one per engine
+ * is the usual choice here, see {@link layer}).
+ */
+export const make = (options: Partial<RailHealthOptions> = {}): Effect.Effect<RailHealthShape> =>
+  Effect.gen(function* () {
+    const o: RailHealthOptions = { ...defaults, ...options }
+    const rails = yield* Ref.make<Rails>(new Map())
+
+    /** Applies `f` to the settled entry of a rail at the current time and stores the result. */
+    const update = <A>(
+      local: string,
+      remote: string,
+      f: (e: Entry, now: number) => readonly [A, Entry, Transition]
+    ): Effect.Effect<A> =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        Ref.modify(rails, (m): readonly [readonly [A, Entry, Transition], Rails] => {
+          const k = railKey(local, remote)
+          const before = m.get(k) ?? clean(local, remote)
+          const settled = settle(before, now)
+          const [a, after, t] = f(settled, now)
+          const transition: Transition = t === "none" && settled !== before ? "expired" : t
+          if (after === before && m.has(k)) return [[a, after, transition], m]
+          const next = new Map(m)
+          next.set(k, after)
+          return [[a, after, transition], next]
+        })
+      ).pipe(
+        Effect.tap(([, e, t]) => log(e, t)),
+        Effect.map(([a]) => a)
+      )
+
+    const available = (local: string, remote: string) =>
+      update(local, remote, (e) => [e.resumeAt === undefined, e, "none"] as const)
+
+    const recordError = (local: string, remote: string) =>
+      update(local, remote, (e, now) => {
+        const after = failed(e, now, o)
+        return [undefined, after, after.resumeAt !== e.resumeAt ? "paused" : "none"] as const
+      })
+
+    const recordSuccess = (local: string, remote: string) =>
+      update(local, remote, (e) =>
+        isClean(e)
+          ? ([undefined, e, "none"] as const)
+          : ([undefined, clean(local, remote), e.resumeAt !== undefined ? "recovered" : "none"] as const)
+      )
+
+    const choose = (local: string, candidates: ReadonlyArray<string>) =>
+      Effect.gen(function* () {
+        for (const remote of candidates) {
+          if (yield* available(local, remote)) return remote
+        }
+        return undefined
+      })
+
+    const snapshot = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Ref.modify(rails, (m): readonly [ReadonlyArray<RailState>, Rails] => {
+        const next = new Map<string, Entry>()
+        for (const [k, e] of m) next.set(k, settle(e, now))
+        return [Array.from(next.values(), toState), next]
+      })
+    )
+
+    return { available, recordError, recordSuccess, choose, snapshot } satisfies RailHealthShape
+  })
+
+const log = (e: Entry, t: Transition): Effect.Effect<void> => {
+  switch (t) {
+    case "none":
+      return Effect.void
+    case "paused":
+      return Effect.logWarning(`Rail paused for ${e.cooldownMs / 1000} s after ${e.errors} errors`).pipe(
+        Effect.annotateLogs({ local: e.local, remote: e.remote })
+      )
+    case "expired":
+      return Effect.logInfo("Rail recovered (cooldown expired)").pipe(
+        Effect.annotateLogs({ local: e.local, remote: e.remote })
+      )
+    case "recovered":
+      return Effect.logInfo("Rail recovered (un-paused by successful transfer)").pipe(
+        Effect.annotateLogs({ local: e.local, remote: e.remote })
+      )
+  }
+}
+
+/** Rail health with the given settings; unspecified ones take TENT's {@link defaults}. */
+export const layer = (options: Partial<RailHealthOptions> = {}): Layer.Layer<RailHealth> =>
+  Layer.effect(RailHealth, make(options))
+
+/** Rail health with the settings read by {@link config}; fails at start, naming the key, on a bad value. */
+export const layerConfig: Layer.Layer<RailHealth, ConfigError> = Layer.effect(
+  RailHealth,
+  Effect.flatMap(config, (o) => make(o))
+)
+
+/**
+ * A twin that never pauses a rail: errors are counted as TENT counts them, but `available` is always true and
+ * `choose` returns the first candidate. For tests of the data path, and as the negative control of this module's.
+ */
+export const layerTest: Layer.Layer<RailHealth> = layer({ errorThreshold: Number.POSITIVE_INFINITY })
