@@ -70,6 +70,8 @@ const newCounters = (): SoftCounters => ({
   protocolErrors: 0
 })
 
+/** Requests a responder may accept before it must acknowledge, when more keep arriving. */
+const ACK_COALESCE = 32
 /** Send slots per device: a slot is reused only after this many further datagrams. */
 const SLOTS = 2048
 const SLOT_SIZE = HDR + 4096
@@ -308,6 +310,15 @@ export class SoftDevice implements QpHost, CqHost {
     this.ackQueue = []
     for (const qp of queue) {
       qp.ackQueued = false
+      if (!qp.ackPending) continue
+      // Delayed ACK: while requests keep arriving turn after turn, acknowledge every ACK_COALESCE of them; once a
+      // turn brings none, acknowledge at once. A lone request waits one extra event-loop iteration at most.
+      if (qp.rxThisTurn && qp.rxSinceAck < ACK_COALESCE) {
+        qp.rxThisTurn = false
+        this.queueAck(qp)
+        continue
+      }
+      qp.rxThisTurn = false
       qp.sendAck()
     }
   }

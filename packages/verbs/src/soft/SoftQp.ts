@@ -230,6 +230,10 @@ export class SoftQp implements QueuePair {
   ackPending = false
   /** The device has this QP in its ACK queue for this turn. */
   ackQueued = false
+  /** In-order requests accepted since the last ACK this QP sent (carried or coalesced). */
+  rxSinceAck = 0
+  /** A request was accepted during the current event-loop turn (more may follow: the ACK can wait a turn). */
+  rxThisTurn = false
   private recvActive = false
   private recvOffset = 0
 
@@ -453,6 +457,7 @@ export class SoftQp implements QueuePair {
       flags |= Flag.ACK_VALID
       ack = this.ePsn - 1
       this.ackPending = false
+      this.rxSinceAck = 0
     }
     writeHeader(
       buf,
@@ -880,6 +885,8 @@ export class SoftQp implements QueuePair {
     }
     this.ePsn++
     this.nakSeqSent = false
+    this.rxSinceAck++
+    this.rxThisTurn = true
     if ((flags & Flag.ACK_REQ) !== 0) {
       this.ackPending = true
       this.device.queueAck(this)
@@ -1055,6 +1062,7 @@ export class SoftQp implements QueuePair {
   sendAck(): void {
     if (!this.ackPending) return
     this.ackPending = false
+    this.rxSinceAck = 0
     if (this.state === QpState.ERR || this.state === QpState.RESET || this.state === QpState.INIT) return
     const buf = this.device.slot()
     writeHeader(buf, Op.ACK, Flag.ACK_VALID, 0, this.destQpNum, this.qpNum, 0, this.ePsn - 1, 0, 0, 0, 0, 0, 0)
