@@ -10,6 +10,11 @@
  *   re-arms the pause with the doubled cooldown;
  * - a success, or the pause's expiry, clears the pair's error count, pause and cooldown.
  *
+ * Two deliberate differences: TENT clears an expired pause only inside `available()`, so an error that reaches an
+ * expired but unobserved pair keeps doubling the old cooldown; here expiry is a matter of time and every call sees
+ * the pair cleared. And TENT reports a pair missing from its topology table as unavailable and ignores its errors;
+ * here a rail exists once named, and the caller's `candidates` are the topology.
+ *
  * @since 0.1.0
  */
 import { Clock, Config, Context, Effect, Layer, Ref } from "effect"
@@ -76,9 +81,9 @@ export const defaults: RailHealthOptions = {
   maxCooldownSecs: 300
 }
 
-const key = (name: string, description: string, min: number, fallback: number) =>
+const key = (name: string, description: string, fallback: number) =>
   Config.integer(name).pipe(
-    Config.validate({ message: `must be an integer ≥ ${min}`, validation: (n) => n >= min }),
+    Config.validate({ message: "must be a positive integer", validation: (n) => n >= 1 }),
     Config.withDefault(fallback),
     Config.withDescription(description)
   )
@@ -86,26 +91,24 @@ const key = (name: string, description: string, min: number, fallback: number) =
 /**
  * The settings from the current `ConfigProvider`, under `transports/rdma` as in TENT's config
  * (`{"transports": {"rdma": {"rail_cooldown_secs": 60}}}`, or the flat key `transports/rdma/rail_cooldown_secs` from
- * a provider whose path delimiter is `/`). Absent keys take {@link defaults}; a value that is not an integer, or is
- * out of range, fails with a `ConfigError` naming the key (TENT would silently keep the default).
+ * a provider whose path delimiter is `/`, as the engine's config provider is). Absent keys take {@link defaults}; a
+ * value that is not a positive integer fails with a `ConfigError` naming the key (TENT would keep the default on a
+ * wrong type and accept 0 or a negative number).
  */
 export const config: Config.Config<RailHealthOptions> = Config.all({
   errorThreshold: key(
     "rail_error_threshold",
     "errors within rail_error_window_secs that pause a (local NIC, remote NIC) pair",
-    1,
     defaults.errorThreshold
   ),
   errorWindowSecs: key(
     "rail_error_window_secs",
     "largest gap in seconds between two errors of a rail that still counts them together",
-    0,
     defaults.errorWindowSecs
   ),
   cooldownSecs: key(
     "rail_cooldown_secs",
     "seconds of the first cooldown of a rail; doubled on every further error up to 300 s",
-    0,
     defaults.cooldownSecs
   ),
   maxCooldownSecs: Config.succeed(defaults.maxCooldownSecs)

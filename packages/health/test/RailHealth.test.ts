@@ -142,7 +142,13 @@ describe("RailHealth: TENT's RailMonitor rules", () => {
       Effect.gen(function* () {
         yield* errors(rails, "a", "x", 3)
         yield* TestClock.adjust(S(121))
-        // no `available` in between
+        // no `available` in between: the snapshot already shows the rail clean, and an error starts afresh
+        expect(yield* stateOf(rails, "a", "x")).toMatchObject({
+          paused: false,
+          errors: 0,
+          pausedUntil: 0,
+          cooldownMs: 0
+        })
         yield* rails.recordError("a", "x")
         expect(yield* stateOf(rails, "a", "x")).toMatchObject({ paused: false, errors: 1, cooldownMs: 30_000 })
       })
@@ -340,13 +346,19 @@ describe("RailHealth: config keys transports/rdma/rail_*", () => {
     })
   )
 
-  it.effect("an out-of-range value fails, naming the key", () =>
+  it.effect("a value below 1 fails, naming the key", () =>
     Effect.gen(function* () {
-      const result = yield* readConfig(ConfigProvider.fromJson({ transports: { rdma: { rail_error_threshold: 0 } } }))
-      expect(Either.isLeft(result)).toBe(true)
-      if (Either.isLeft(result)) {
-        expect(String(result.left)).toContain("transports.rdma.rail_error_threshold")
-        expect(String(result.left)).toContain("≥ 1")
+      for (const [key, value] of [
+        ["rail_error_threshold", 0],
+        ["rail_error_window_secs", -1],
+        ["rail_cooldown_secs", 0]
+      ] as const) {
+        const result = yield* readConfig(ConfigProvider.fromJson({ transports: { rdma: { [key]: value } } }))
+        expect(Either.isLeft(result)).toBe(true)
+        if (Either.isLeft(result)) {
+          expect(String(result.left)).toContain(`transports.rdma.${key}`)
+          expect(String(result.left)).toContain("must be a positive integer")
+        }
       }
     })
   )
