@@ -73,7 +73,10 @@ export interface RailHealthOptions {
   readonly maxCooldownSecs: number
 }
 
-/** TENT's defaults: `rail_monitor.h` (`error_threshold_ = 3`, `error_window_ = 10 s`, `cooldown_ = 30 s`, `kMaxCooldown = 300 s`). */
+/**
+ * TENT's defaults, from `rail_monitor.h`: `error_threshold_ = 3`, `error_window_ = 10 s`, `cooldown_ = 30 s`,
+ * `kMaxCooldown = 300 s`.
+ */
 export const defaults: RailHealthOptions = {
   errorThreshold: 3,
   errorWindowSecs: 10,
