@@ -1,0 +1,40 @@
+/**
+ * The engine's own typed errors. Errors of the layers below are re-used as they are: `DeviceNotFound` and
+ * `RdmaError` from `@tent/verbs`; `TransportFailure`, `BootstrapRejected`, `InvalidEntry` and
+ * `NotificationTooLarge` from `@tent/rpc`.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+
+/**
+ * An endpoint could not carry the operation: its notify QP is not connected (the peer advertised no notify QP, or
+ * its setup failed), or it was retired while the caller waited (TENT: "Notification QP not connected").
+ */
+export class EndpointUnavailable extends Schema.TaggedError<EndpointUnavailable>()("EndpointUnavailable", {
+  segment: Schema.String,
+  peerNicPath: Schema.String,
+  message: Schema.String
+}) {}
+
+/** No installed transport supports notifications (TENT: `InvalidArgument("Notification not supported")`). */
+export class NotificationNotSupported extends Schema.TaggedError<NotificationNotSupported>()(
+  "NotificationNotSupported",
+  { message: Schema.String }
+) {}
+
+/** A segment handle or name that this engine does not know. */
+export class SegmentNotFound extends Schema.TaggedError<SegmentNotFound>()("SegmentNotFound", {
+  segment: Schema.String,
+  message: Schema.String
+}) {}
+
+/** A transfer request that cannot be carried out as given (bounds, unregistered memory, unknown opcode). */
+export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", {
+  message: Schema.String
+}) {}
+
+/** A batch id that was never allocated, or already freed. */
+export class BatchNotFound extends Schema.TaggedError<BatchNotFound>()("BatchNotFound", {
+  batchId: Schema.Number
+}) {}
