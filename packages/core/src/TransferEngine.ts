@@ -8,6 +8,8 @@
  *
  * @since 0.1.0
  */
+
+import { RailHealth } from "@tent/health"
 import type { BufferDesc, DeviceDesc, Notification, SegmentDesc } from "@tent/rpc"
 import {
   BootstrapRejected,
@@ -35,6 +37,7 @@ import * as RdmaTransport from "./RdmaTransport.js"
 import { Resend } from "./Resend.js"
 import type { Policies } from "./Series.js"
 import * as TcpTransport from "./TcpTransport.js"
+import * as Transfers from "./Transfers.js"
 
 /** TENT `LOCAL_SEGMENT_ID`: the handle of this engine's own segment. */
 export const LOCAL_SEGMENT_ID = 0
@@ -74,6 +77,23 @@ export interface TransferEngineShape {
   readonly registerSegment: (buffer: Buffer) => Effect.Effect<LocalBuffer, RdmaError>
   /** A handle for the segment `name` (empty or this engine's name → {@link LOCAL_SEGMENT_ID}); fetches its descriptor. */
   readonly openSegment: (name: string) => Effect.Effect<SegmentHandle, InvalidEntry | TransportFailure>
+  /** A new batch id (TENT `allocateBatch`). */
+  readonly allocateBatch: Effect.Effect<number>
+  /** Splits `requests` into slices over the rails and posts them; `notification` is sent once the batch completes. */
+  readonly submitTransfer: (
+    batchId: number,
+    requests: ReadonlyArray<Transfers.TransferRequest>,
+    notification?: Notification
+  ) => Effect.Effect<void, Transfers.SubmitError>
+  /** The batch's status; fires its notification hooks when the batch is COMPLETED (TENT `getTransferStatus`). */
+  readonly getTransferStatus: (batchId: number) => Effect.Effect<Transfers.BatchStatus, Transfers.StatusError>
+  /** Polls the batch until it is COMPLETED or FAILED (TENT `waitTransferCompletion`), at most `timeoutMs`. */
+  readonly waitTransfer: (
+    batchId: number,
+    timeoutMs?: number
+  ) => Effect.Effect<Transfers.BatchStatus, Transfers.StatusError>
+  /** Forgets a batch. */
+  readonly freeBatch: (batchId: number) => Effect.Effect<void>
   /** TENT `sendNotification(target_id, notification)`; the segment by handle or by name. */
   readonly sendNotification: (
     segment: SegmentHandle | string,
@@ -104,6 +124,7 @@ export const make = Effect.gen(function* () {
   const classifier = yield* DescriptorCache.StaleClassifier
   const dedup = yield* Dedup
   const resend = yield* Resend
+  const rails = yield* RailHealth.RailHealth
 
   const agent = yield* RpcAgent.make.pipe(Effect.provideService(RpcConfig.RpcConfig, rpcSettings))
   const registry = yield* Registry.makePeer.pipe(Effect.provideService(RpcAgent.RpcAgent, agent))
@@ -252,11 +273,26 @@ export const make = Effect.gen(function* () {
     return got.length > 0 ? Effect.succeed(Chunk.unsafeFromArray(got)) : Effect.zipRight(signal.wait(seen), nextChunk)
   })
 
+  const transfers = yield* Transfers.make({
+    settings,
+    rdma,
+    rails,
+    segmentOf,
+    resolve: (name) => cache.get(name),
+    localRegions: () => regions,
+    sendNotification: (name, n) => sendNotification(name, n)
+  })
+
   return {
     segmentName,
     address: server.address,
     registerSegment,
     openSegment,
+    allocateBatch: transfers.allocateBatch,
+    submitTransfer: transfers.submitTransfer,
+    getTransferStatus: transfers.getTransferStatus,
+    waitTransfer: transfers.waitTransfer,
+    freeBatch: transfers.freeBatch,
     sendNotification,
     receiveNotifications: Effect.sync(drain),
     notifications: Stream.flattenChunks(Stream.repeatEffect(nextChunk)),
@@ -272,5 +308,5 @@ export const make = Effect.gen(function* () {
 export const layer: Layer.Layer<
   TransferEngine,
   RdmaError | import("@tent/rpc").ServerError | import("effect/ConfigError").ConfigError,
-  Verbs | Policies
+  Verbs | Policies | RailHealth.RailHealth
 > = Layer.scoped(TransferEngine, make).pipe(Layer.provide(Layer.merge(EngineConfig.layerConfig, RpcConfig.layerConfig)))
