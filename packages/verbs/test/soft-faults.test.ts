@@ -6,7 +6,7 @@ import { collectEvents, drain, makePair, pollN, recvWr, sendWr, sleep, waitFor }
 describe("SoftVerbs fault injection (rule 9, in one process)", () => {
   it.scopedLive("a port taken down raises PORT_ERR and loses all traffic; up again raises PORT_ACTIVE", () =>
     Effect.gen(function* () {
-      const { a, b, control } = yield* makePair({ paramsA: { timeout: 10, retryCnt: 2 } })
+      const { a, b, control } = yield* makePair({ params: { timeout: 10, retryCnt: 2 } })
       const events = yield* collectEvents(b.ctx)
       yield* control.setPortState("b", false)
       expect((yield* b.ctx.queryPort(1)).state).toBe(PortState.DOWN)
@@ -15,6 +15,11 @@ describe("SoftVerbs fault injection (rule 9, in one process)", () => {
       expect((yield* pollN(a.cq, 1))[0]?.status).toBe(WcStatus.RETRY_EXC_ERR)
       expect(b.device.counters.droppedPortDown).toBeGreaterThanOrEqual(3)
       expect(drain(b.cq)).toHaveLength(0)
+      // Nothing leaves a port that is down either.
+      const aReceived = a.device.counters.rxPackets
+      b.qp.postSend(sendWr(b, 2, 0, 8))
+      expect((yield* pollN(b.cq, 1))[0]?.status).toBe(WcStatus.RETRY_EXC_ERR)
+      expect(a.device.counters.rxPackets).toBe(aReceived)
       yield* control.setPortState("b", true)
       expect((yield* b.ctx.queryPort(1)).state).toBe(PortState.ACTIVE)
       yield* waitFor(() => events.length >= 2)

@@ -28,20 +28,22 @@ describe("SoftVerbs Receiver Not Ready (rule 4)", () => {
     })
   )
 
-  it.scopedLive("rnr_retry 3 is exhausted after 3 retries spaced by the responder's min_rnr_timer (18 = 5.12 ms)", () =>
-    Effect.gen(function* () {
-      const { a, b } = yield* makePair({ paramsA: { rnrRetry: 3 }, paramsB: { minRnrTimer: 18 } })
-      const start = performance.now()
-      a.qp.postSend(sendWr(a, 1, 0, 8))
-      a.qp.postSend(sendWr(a, 2, 0, 8))
-      const wcs = yield* pollN(a.cq, 2)
-      const elapsed = performance.now() - start
-      expect(wcs.map((w) => w.status)).toEqual([WcStatus.RNR_RETRY_EXC_ERR, WcStatus.WR_FLUSH_ERR])
-      expect(b.device.counters.rnrNaksSent).toBe(4)
-      expect(a.device.counters.rnrRetries).toBe(3)
-      expect(elapsed).toBeGreaterThanOrEqual(3 * 5.12)
-      expect(a.qp.state).toBe(QpState.ERR)
-    })
+  it.scopedLive(
+    "rnr_retry 3 is exhausted after 3 retries spaced by the responder's min_rnr_timer (24 = 40.96 ms)",
+    () =>
+      Effect.gen(function* () {
+        const { a, b } = yield* makePair({ paramsA: { rnrRetry: 3 }, paramsB: { minRnrTimer: 24 } })
+        const start = performance.now()
+        a.qp.postSend(sendWr(a, 1, 0, 8))
+        a.qp.postSend(sendWr(a, 2, 0, 8))
+        const wcs = yield* pollN(a.cq, 2)
+        const elapsed = performance.now() - start
+        expect(wcs.map((w) => w.status)).toEqual([WcStatus.RNR_RETRY_EXC_ERR, WcStatus.WR_FLUSH_ERR])
+        expect(b.device.counters.rnrNaksSent).toBe(4)
+        expect(a.device.counters.rnrRetries).toBe(3)
+        expect(elapsed).toBeGreaterThanOrEqual(3 * 40.96)
+        expect(a.qp.state).toBe(QpState.ERR)
+      })
   )
 
   it.scopedLive("rnr_retry 7 retries forever", () =>
