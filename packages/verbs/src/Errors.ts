@@ -1,10 +1,12 @@
 import { Schema } from "effect"
 
 /**
- * No RDMA device could be used: the library is missing, the host has no devices, or the named device is absent.
- * `message` says which, and what to do about it; `available` lists the devices that are present.
+ * No RDMA device could be used: `reason` says whether the verbs library is missing (`LibraryMissing`), the host has
+ * no devices (`NoDevices`) or the named device is absent (`Absent`); `message` says what to do about it;
+ * `available` lists the devices that are present.
  */
 export class DeviceNotFound extends Schema.TaggedError<DeviceNotFound>()("DeviceNotFound", {
+  reason: Schema.optional(Schema.Literal("LibraryMissing", "NoDevices", "Absent")),
   device: Schema.optional(Schema.String),
   available: Schema.Array(Schema.String),
   message: Schema.String

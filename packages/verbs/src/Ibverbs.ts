@@ -45,6 +45,7 @@ const load = (path: string): Library | DeviceNotFound => {
       lib = bind(koffi.load(path))
     } catch (e) {
       lib = new DeviceNotFound({
+        reason: "LibraryMissing",
         available: [],
         message:
           `libibverbs could not be loaded from "${path}" (${e instanceof Error ? e.message : String(e)}). Install ` +

@@ -73,6 +73,7 @@ export class SoftVerbsControl extends Context.Tag("@tent/verbs/SoftVerbsControl"
 
 const notFound = (name: string, devices: ReadonlyArray<SoftDevice>) =>
   new DeviceNotFound({
+    reason: devices.length === 0 ? "NoDevices" : "Absent",
     device: name,
     available: devices.map((d) => d.name),
     message:

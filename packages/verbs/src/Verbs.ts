@@ -192,20 +192,27 @@ export interface MemoryRegion {
  */
 export interface CompletionQueue {
   readonly cqe: number
-  /** Polls at most `n` completions into `wc[0..n)`; returns how many, or a negative errno. */
+  /** Polls at most `n` completions into `wc[0..n)`; returns how many, or a negative value on error (as verbs). */
   pollCq(n: number, wc: ReadonlyArray<WorkCompletion>): number
   /** Arms the completion channel; returns 0 or an errno. */
   reqNotifyCq(solicitedOnly?: boolean): number
   /** Installs (or with `null` removes) the completion channel listener. */
   setNotify(listener: (() => void) | null): void
-  /** Arms the CQ and waits for the next completion event (returns at once if completions are already queued). */
+  /**
+   * Arms the CQ and waits for the next completion event; returns at once if completions are already queued (on
+   * hardware the provider peeks by polling one completion into a stash that the next `pollCq` returns first).
+   */
   readonly awaitNotify: Effect.Effect<void>
 }
 
 /** `struct ibv_qp` of type RC. */
 export interface QueuePair {
   readonly qpNum: number
-  /** The current state, read without a verbs call (as `ibv_qp.state`). */
+  /**
+   * The state as of the last `modifyQp`, read without a verbs call (as `ibv_qp.state`). On hardware a QP the NIC
+   * moved to ERR by itself still reads its old state here: watch `asyncEvents` or call `queryQp` for the truth.
+   * SoftVerbs keeps it current.
+   */
   readonly state: QpState
   /** `ibv_post_send`: 0, or an errno with `badSendWr` set to the first WR not posted. */
   postSend(wr: SendWr): number

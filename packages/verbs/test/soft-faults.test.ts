@@ -41,6 +41,7 @@ describe("SoftVerbs fault injection (rule 9, in one process)", () => {
       expect(missing._tag).toBe("RdmaError")
       const noDevice = yield* control.forceQpError("zz", 1).pipe(Effect.flip)
       expect(noDevice._tag).toBe("DeviceNotFound")
+      expect(noDevice._tag === "DeviceNotFound" && noDevice.reason).toBe("Absent")
       expect(noDevice.message).toContain("present: a, b")
     })
   )

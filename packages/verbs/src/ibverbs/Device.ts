@@ -70,7 +70,10 @@ const withDeviceList = <A>(
   const num = stableBuffer(4)
   const list = address(lib.getDeviceList(addressOf(num)))
   if (list === 0) {
-    return { _tag: "Left", left: new DeviceNotFound({ available: [], message: noDevicesMessage(koffi.errno()) }) }
+    return {
+      _tag: "Left",
+      left: new DeviceNotFound({ reason: "NoDevices", available: [], message: noDevicesMessage(koffi.errno()) })
+    }
   }
   try {
     const n = num.readInt32LE(0)
@@ -80,7 +83,10 @@ const withDeviceList = <A>(
       return { ptr, info: { name: lib.getDeviceName(ptr) ?? `device${i}`, guid: guidHex(lib.getDeviceGuid(ptr)) } }
     })
     if (devices.length === 0) {
-      return { _tag: "Left", left: new DeviceNotFound({ available: [], message: noDevicesMessage(0) }) }
+      return {
+        _tag: "Left",
+        left: new DeviceNotFound({ reason: "NoDevices", available: [], message: noDevicesMessage(0) })
+      }
     }
     return { _tag: "Right", right: use(devices) }
   } finally {
@@ -107,6 +113,7 @@ export const openDevice = (
         if (found === undefined) {
           const available = devices.map((d) => d.info.name)
           return new DeviceNotFound({
+            reason: "Absent",
             device: name,
             available,
             message: `RDMA device "${name}" not found; present: ${available.join(", ")}`
