@@ -279,6 +279,7 @@ export const make = Effect.gen(function* () {
     rails,
     segmentOf,
     resolve: (name) => cache.get(name),
+    refresh: (name) => Effect.zipRight(cache.invalidate(name), cache.get(name)),
     localRegions: () => regions,
     sendNotification: (name, n) => sendNotification(name, n)
   })

@@ -102,6 +102,8 @@ export interface TransfersDeps {
   readonly rails: RailHealth.RailHealthShape
   readonly segmentOf: (segment: number | string) => Effect.Effect<string, SegmentNotFound>
   readonly resolve: (name: string) => Effect.Effect<SegmentDesc, InvalidEntry | TransportFailure>
+  /** Drops the cached descriptor and fetches it again (TENT: `NeedsRefreshCache` when a buffer is not found). */
+  readonly refresh: (name: string) => Effect.Effect<SegmentDesc, InvalidEntry | TransportFailure>
   readonly localRegions: () => ReadonlyArray<{ readonly buffer: Buffer; readonly mrs: ReadonlyArray<MemoryRegion> }>
   readonly sendNotification: (segment: string, n: Notification) => Effect.Effect<void, unknown>
 }
@@ -309,7 +311,10 @@ export const make = (deps: TransfersDeps) =>
         const tasks: Array<Task> = []
         for (const req of requests) {
           const name = yield* deps.segmentOf(req.target)
-          const desc = yield* deps.resolve(name)
+          const inside = (d: SegmentDesc) =>
+            d.buffers.find((b) => req.targetOffset >= b.addr && req.targetOffset + req.length <= b.addr + b.length)
+          let desc = yield* deps.resolve(name)
+          if (inside(desc) === undefined) desc = yield* deps.refresh(name)
           targets.add(name)
           if (!Number.isInteger(req.length) || req.length <= 0) {
             return yield* new InvalidRequest({ message: `length must be a positive integer, got ${req.length}` })

@@ -1,0 +1,297 @@
+/**
+ * `pnpm bench engine [--quick] [--json]`: the engine (legacy series, two SoftVerbs devices per process) between this
+ * process and a child process, each figure beside a floor measured in the same run with raw SoftVerbs verbs.
+ *
+ * - `notify_one_way_us`: median of RTT/2 of a notification ping-pong through `sendNotification` → the peer's
+ *   `notifications` stream → back (floor: a raw 64-byte SEND echo between the same two kinds of process).
+ * - `burst_2000_p50_ms`: the peer posts 2000 notifications back to back, each stamped with its send time; p50 of
+ *   send-to-arrival in this engine's stream (floor: 2000 raw SENDs back to back, p50 of echo RTT/2).
+ * - `write_64k_mb_per_s`: 64 KiB WRITE requests through `submitTransfer` over two rails, 16 per batch (floor: raw
+ *   64 KiB RDMA WRITEs on one QP, 8 in flight — the verbs bench's figure, measured here).
+ */
+import { fileURLToPath } from "node:url"
+import type { Notification } from "@tent/rpc"
+import {
+  AccessFlags,
+  gidFromString,
+  gidToString,
+  QpType,
+  Rc,
+  SendFlags,
+  SoftVerbs,
+  WorkCompletion,
+  WrOpcode
+} from "@tent/verbs"
+import { Effect, Layer, Stream } from "effect"
+import { TransferEngine } from "../src/index.js"
+import { spawnChild } from "../test/fixtures/child.js"
+import { engineLayer } from "../test/fixtures/engine.js"
+
+/** One measured figure beside its floor. */
+export interface BenchResult {
+  readonly name: string
+  readonly unit: string
+  readonly value: number
+  readonly better: "lower" | "higher"
+  readonly floor: number
+  readonly ratio: number
+}
+
+/** What the bench runner passes. */
+export interface BenchOptions {
+  readonly quick: boolean
+  readonly log: (line: string) => void
+}
+
+const here = (f: string) => fileURLToPath(new URL(f, import.meta.url))
+const median = (xs: ReadonlyArray<number>): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.floor(s.length / 2)] as number
+}
+const now = () => performance.timeOrigin + performance.now()
+
+/** Raw SoftVerbs floor: this process's QP against the echo peer. */
+const floors = (rounds: number, writeMb: number) =>
+  Effect.gen(function* () {
+    const peer = yield* spawnChild<{ gid: string; qpNum: number; psn: number; addr: number; rkey: number }>(
+      here("echo-peer.ts")
+    )
+    const { verbs } = yield* SoftVerbs.make({ devices: [{ name: "floor0" }] })
+    const ctx = yield* verbs.openDevice("floor0")
+    const pd = yield* ctx.allocPd
+    const cq = yield* ctx.createCq(16384)
+    const qp = yield* pd.createQp({
+      sendCq: cq,
+      recvCq: cq,
+      qpType: QpType.RC,
+      cap: { maxSendWr: 4096, maxRecvWr: 4096, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
+    })
+    const buf = Buffer.alloc(64 << 20)
+    const mr = yield* pd.regMr(buf, AccessFlags.LOCAL_WRITE)
+    const psn = Rc.randomPsn()
+    const localGid = yield* ctx.queryGid(1, 0)
+    yield* Rc.connect(qp, psn, {
+      gid: gidFromString(peer.ready.gid) as Uint8Array,
+      qpNum: peer.ready.qpNum,
+      psn: peer.ready.psn
+    })
+    yield* Effect.promise(() => peer.request({ cmd: "connect", gid: gidToString(localGid), qpNum: qp.qpNum, psn }))
+    const recvSge = { addr: mr.addr, length: 256, lkey: mr.lkey }
+    const recvWr = { wrId: 0, sgList: [recvSge] }
+    for (let i = 0; i < 4096; i++) {
+      recvWr.wrId = i
+      recvSge.addr = mr.addr + (1 << 20) + i * 256
+      qp.postRecv(recvWr)
+    }
+    const sendSge = { addr: mr.addr, length: 64, lkey: mr.lkey }
+    const sendWr = { wrId: 0, opcode: WrOpcode.SEND, sendFlags: SendFlags.SIGNALED, sgList: [sendSge] }
+    const wc = WorkCompletion.array(64)
+    // Completion-driven loop: `onRecv` per echoed message, `onSend` per completed send.
+    const run = (start: (done: () => void) => void, onRecv: (w: WorkCompletion) => void, onSend: () => void) =>
+      Effect.async<void>((resume) => {
+        let finished = false
+        const done = () => {
+          finished = true
+          cq.setNotify(null)
+          resume(Effect.void)
+        }
+        doneRef.done = done
+        cq.setNotify(() => {
+          for (;;) {
+            const n = cq.pollCq(64, wc)
+            for (let i = 0; i < n; i++) {
+              const w = wc[i] as WorkCompletion
+              if (w.opcode === 128) {
+                recvWr.wrId = w.wrId
+                recvSge.addr = mr.addr + (1 << 20) + w.wrId * 256
+                qp.postRecv(recvWr)
+                onRecv(w)
+              } else onSend()
+              if (finished) return
+            }
+            if (n < 64) break
+          }
+          cq.reqNotifyCq()
+        })
+        cq.reqNotifyCq()
+        start(done)
+      })
+    // One-way: ping-pong.
+    const rtts: Array<number> = []
+    let t0 = 0
+    yield* run(
+      () => {
+        t0 = performance.now()
+        qp.postSend(sendWr)
+      },
+      () => {
+        rtts.push(performance.now() - t0)
+        if (rtts.length >= rounds) return doneRef.done()
+        t0 = performance.now()
+        qp.postSend(sendWr)
+      },
+      () => {}
+    )
+    const oneWayUs = (median(rtts.slice(Math.floor(rounds / 10))) / 2) * 1000
+    // Burst: 2000 back to back, p50 of echo RTT / 2.
+    const sentAt: Array<number> = []
+    const lat: Array<number> = []
+    yield* run(
+      () => {
+        for (let i = 0; i < 2000; i++) {
+          buf.writeUInt32LE(i, 0)
+          sendSge.addr = mr.addr + (i % 1000) * 64
+          buf.writeUInt32LE(i, (i % 1000) * 64)
+          sentAt.push(performance.now())
+          qp.postSend(sendWr)
+        }
+        sendSge.addr = mr.addr
+      },
+      (w) => {
+        const i = buf.readUInt32LE((1 << 20) + w.wrId * 256)
+        lat.push((performance.now() - (sentAt[i] as number)) / 2)
+        if (lat.length >= 2000) doneRef.done()
+      },
+      () => {}
+    )
+    const burstMs = median(lat)
+    // 64 KiB WRITEs, 8 in flight.
+    const total = writeMb * 16
+    let posted = 0
+    let completed = 0
+    const wsge = { addr: mr.addr, length: 65536, lkey: mr.lkey }
+    const wwr = {
+      wrId: 0,
+      opcode: WrOpcode.RDMA_WRITE,
+      sendFlags: SendFlags.SIGNALED,
+      sgList: [wsge],
+      remoteAddr: peer.ready.addr,
+      rkey: peer.ready.rkey
+    }
+    const postOne = () => {
+      wsge.addr = mr.addr + (posted % 512) * 65536
+      wwr.remoteAddr = peer.ready.addr + (posted % 512) * 65536
+      posted++
+      qp.postSend(wwr)
+    }
+    const w0 = performance.now()
+    yield* run(
+      () => {
+        for (let i = 0; i < 8; i++) postOne()
+      },
+      () => {},
+      () => {
+        completed++
+        if (completed >= total) return doneRef.done()
+        if (posted < total) postOne()
+      }
+    )
+    const writeMbps = (total * 65536) / (1 << 20) / ((performance.now() - w0) / 1000)
+    return { oneWayUs, burstMs, writeMbps }
+  })
+
+/** Ends the `run` in progress (its completion callbacks call it). */
+const doneRef: { done: () => void } = { done: () => {} }
+
+const engineFigures = (rounds: number, writeMb: number, log: (l: string) => void) =>
+  Effect.gen(function* () {
+    const peer = yield* spawnChild<{ segment: string }>(here("../test/fixtures/engine-peer.ts"), ["{}"])
+    const ctx = yield* Layer.build(engineLayer({}))
+    const engine = ctx.unsafeMap.get(TransferEngine.TransferEngine.key) as TransferEngine.TransferEngineShape
+    yield* Effect.promise(() => peer.request({ cmd: "echo", target: engine.segmentName }))
+    // Ping-pong through the engine.
+    const ping: Notification = { name: new TextEncoder().encode("ping"), msg: new Uint8Array(56) }
+    const rtts: Array<number> = []
+    const arrivals = engine.notifications
+    let t0 = performance.now()
+    yield* engine.sendNotification(peer.ready.segment, ping)
+    yield* arrivals.pipe(
+      Stream.take(rounds),
+      Stream.runForEach(() =>
+        Effect.suspend(() => {
+          rtts.push(performance.now() - t0)
+          if (rtts.length >= rounds) return Effect.void
+          t0 = performance.now()
+          return engine.sendNotification(peer.ready.segment, ping)
+        })
+      )
+    )
+    const oneWayUs = (median(rtts.slice(Math.floor(rounds / 10))) / 2) * 1000
+    log(`engine notify one-way ${oneWayUs.toFixed(1)} µs`)
+    // Burst: the peer posts 2000 stamped notifications back to back.
+    const lat: Array<number> = []
+    const collect = yield* arrivals.pipe(
+      Stream.take(2000),
+      Stream.runForEach((n) =>
+        Effect.sync(() => lat.push(now() - new DataView(n.msg.buffer, n.msg.byteOffset).getFloat64(0, true)))
+      ),
+      Effect.fork
+    )
+    yield* Effect.promise(() => peer.request({ cmd: "burst", target: engine.segmentName, count: 2000 }, 60_000))
+    yield* collect.await
+    const burstMs = median(lat)
+    log(`engine burst p50 ${burstMs.toFixed(2)} ms`)
+    // WRITE throughput through submitTransfer over both rails.
+    const remote = yield* Effect.promise(() => peer.request<{ addr: number }>({ cmd: "register", size: 32 << 20 }))
+    const local = Buffer.alloc(32 << 20, 3)
+    const mem = yield* engine.registerSegment(local)
+    const target = yield* engine.openSegment(peer.ready.segment)
+    const batches = Math.max(1, Math.floor((writeMb * 16) / 16))
+    const w0 = performance.now()
+    for (let b = 0; b < batches; b++) {
+      const batch = yield* engine.allocateBatch
+      yield* engine.submitTransfer(
+        batch,
+        Array.from({ length: 16 }, (_, i) => ({
+          opcode: "WRITE" as const,
+          source: mem.addr + ((b * 16 + i) % 512) * 65536,
+          target,
+          targetOffset: remote.addr + ((b * 16 + i) % 512) * 65536,
+          length: 65536
+        }))
+      )
+      const s = yield* engine.waitTransfer(batch, 60_000)
+      if (s.status !== "COMPLETED") throw new Error(`batch ${b} ${s.status}`)
+      yield* engine.freeBatch(batch)
+    }
+    const writeMbps = (batches * 16 * 65536) / (1 << 20) / ((performance.now() - w0) / 1000)
+    log(`engine WRITE ${writeMbps.toFixed(1)} MB/s`)
+    return { oneWayUs, burstMs, writeMbps }
+  })
+
+/** Runs the suite. */
+export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchResult>> => {
+  const rounds = options.quick ? 1000 : 5000
+  const writeMb = options.quick ? 64 : 256
+  const floor = await Effect.runPromise(Effect.scoped(floors(rounds, writeMb)))
+  options.log(
+    `floor: SEND one-way ${floor.oneWayUs.toFixed(1)} µs, burst p50 ${floor.burstMs.toFixed(2)} ms, WRITE ${floor.writeMbps.toFixed(1)} MB/s`
+  )
+  const engine = await Effect.runPromise(Effect.scoped(engineFigures(rounds, writeMb, options.log)))
+  return [
+    {
+      name: "notify_one_way_us",
+      unit: "us",
+      value: engine.oneWayUs,
+      better: "lower",
+      floor: floor.oneWayUs,
+      ratio: engine.oneWayUs / floor.oneWayUs
+    },
+    {
+      name: "burst_2000_p50_ms",
+      unit: "ms",
+      value: engine.burstMs,
+      better: "lower",
+      floor: floor.burstMs,
+      ratio: engine.burstMs / floor.burstMs
+    },
+    {
+      name: "write_64k_mb_per_s",
+      unit: "MB/s",
+      value: engine.writeMbps,
+      better: "higher",
+      floor: floor.writeMbps,
+      ratio: engine.writeMbps / floor.writeMbps
+    }
+  ]
+}
