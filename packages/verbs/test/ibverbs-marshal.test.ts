@@ -164,6 +164,7 @@ describe.skipIf(skip)("Ibverbs against the C double of libibverbs", () => {
         fake.setDevices(1, 0)
         expect(listed._tag).toBe("DeviceNotFound")
         expect(listed.message).toContain("ENOSYS")
+        expect(listed.reason).toBe("NoDevices")
         expect(listed.available).toEqual([])
         expect(opened._tag).toBe("DeviceNotFound")
         // The double aborts the process on ibv_free_device_list(NULL), as the real one crashes: reaching here is the proof.
@@ -179,6 +180,7 @@ describe.skipIf(skip)("Ibverbs against the C double of libibverbs", () => {
       expect(e._tag).toBe("DeviceNotFound")
       if (e._tag !== "DeviceNotFound") return
       expect(e.device).toBe("mlx5_0")
+      expect(e.reason).toBe("Absent")
       expect(e.available).toEqual(["fake0", "fake1"])
       expect(e.message).toContain('"mlx5_0" not found; present: fake0, fake1')
     }).pipe(Effect.provide(verbs))
@@ -188,6 +190,7 @@ describe.skipIf(skip)("Ibverbs against the C double of libibverbs", () => {
     Effect.gen(function* () {
       const e = yield* Effect.flip(Effect.flatMap(Verbs, (v) => v.getDeviceList))
       expect(e.message).toContain(join(build.dir, "absent.so"))
+      expect(e._tag === "DeviceNotFound" && e.reason).toBe("LibraryMissing")
       expect(e.message).toContain("libibverbs1")
       expect(e.message).toContain("rdma-core")
     }).pipe(Effect.provide(Ibverbs.layer({ library: join(build.dir, "absent.so") })))
