@@ -206,7 +206,10 @@ export class SoftDevice implements QpHost, CqHost {
       c.handlerErrors++
     } finally {
       this.depth--
-      if (this.depth === 0) this.deliver()
+      if (this.depth === 0) {
+        this.deliver()
+        this.scheduleAcks()
+      }
     }
   }
 
@@ -263,7 +266,10 @@ export class SoftDevice implements QpHost, CqHost {
       this.counters.handlerErrors++
     } finally {
       this.depth--
-      if (this.depth === 0) this.deliver()
+      if (this.depth === 0) {
+        this.deliver()
+        this.scheduleAcks()
+      }
     }
   }
 
@@ -298,10 +304,28 @@ export class SoftDevice implements QpHost, CqHost {
     if (qp.ackQueued) return
     qp.ackQueued = true
     this.ackQueue.push(qp)
-    if (!this.ackQueued) {
-      this.ackQueued = true
-      setImmediate(this.flushAcks)
+    // Inside a handler the decision waits until it returns: a reply posted by the completion listener carries the
+    // ACK, and then no ACK datagram (and no extra event-loop turn) is needed at all.
+    if (this.depth === 0) this.scheduleAcks()
+  }
+
+  /** Schedules the coalesced ACKs of this turn, unless every owed ACK has already ridden on a reply. */
+  private scheduleAcks(): void {
+    if (this.ackQueued || this.ackQueue.length === 0) return
+    let owed = false
+    for (const qp of this.ackQueue) {
+      if (qp.ackPending) {
+        owed = true
+        break
+      }
     }
+    if (!owed) {
+      for (const qp of this.ackQueue) qp.ackQueued = false
+      this.ackQueue = []
+      return
+    }
+    this.ackQueued = true
+    setImmediate(this.flushAcks)
   }
 
   private readonly flushAcks = (): void => {
