@@ -25,10 +25,11 @@ export interface BenchOptions {
   readonly log: (line: string) => void
 }
 
-const suites = ["verbs", "rpc", "engine"] as const
+/** Each suite and the package that holds it. */
+const suites = { verbs: "verbs", rpc: "rpc", engine: "core" } as const
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
 
-const usage = `usage: pnpm bench <${[...suites, "all"].join("|")}> [--quick] [--json]`
+const usage = `usage: pnpm bench <${[...Object.keys(suites), "all"].join("|")}> [--quick] [--json]`
 
 const main = async (): Promise<number> => {
   const args = process.argv.slice(2)
@@ -45,12 +46,13 @@ const main = async (): Promise<number> => {
     console.error(usage)
     return 2
   }
-  const wanted = names[0] === "all" ? [...suites] : [names[0] as string]
+  const wanted = names[0] === "all" ? Object.keys(suites) : [names[0] as string]
   for (const suite of wanted) {
-    const file = join(root, "packages", suite, "bench", `${suite}.ts`)
-    if (!existsSync(file)) {
+    const pkg = (suites as Record<string, string>)[suite]
+    const file = join(root, "packages", pkg ?? suite, "bench", `${suite}.ts`)
+    if (pkg === undefined || !existsSync(file)) {
       if (names[0] === "all") continue
-      console.error(`no benchmark suite "${suite}" (looked for ${file})`)
+      console.error(`no benchmark suite "${suite}"; the suites are ${Object.keys(suites).join(", ")}`)
       console.error(usage)
       return 2
     }
