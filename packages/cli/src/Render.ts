@@ -1,0 +1,91 @@
+/**
+ * Typed errors rendered for a person: one line that says what failed, towards which peer or path, and what to
+ * check. Every command ends with {@link failWith} so a failure prints that line on stderr and exits non-zero.
+ *
+ * @since 0.1.0
+ */
+import { Cause, Effect } from "effect"
+
+/** A failure that is already a sentence for a person (what failed, where, what to check). */
+export class CliFailure extends Error {
+  readonly _tag = "CliFailure"
+}
+
+const field = (e: unknown, k: string): string | undefined => {
+  const v = (e as Record<string, unknown> | null)?.[k]
+  return typeof v === "string" ? v : typeof v === "number" ? String(v) : undefined
+}
+
+/** One line for a typed error (or any thrown value) of the engine's layers; `peer` is the segment addressed. */
+export const describe = (error: unknown, peer?: string): string => {
+  const tag = field(error, "_tag")
+  const msg = field(error, "message") ?? String(error)
+  const to = peer === undefined ? "" : ` (peer ${peer})`
+  switch (tag) {
+    case "CliFailure":
+      return msg
+    case "TransportFailure": {
+      const address = field(error, "address") ?? peer ?? "?"
+      const reason = field(error, "reason")
+      const check =
+        reason === "Refused"
+          ? "is `tent serve` running there, and is that its host:port?"
+          : reason === "Timeout"
+            ? "the peer accepted the connection but did not answer: is it stopped (SIGSTOP) or overloaded? rpc/*_timeout_ms bound the wait"
+            : reason === "Closed"
+              ? "the peer closed the connection: did it exit?"
+              : "is the peer a tent engine of the same version?"
+      return `control plane to ${address} failed (${reason}): ${msg}; check: ${check}`
+    }
+    case "BootstrapRejected":
+      return `peer refused the RDMA connection${to}: ${msg}; check: both sides use the same transports/rdma/num_lanes and have their devices up`
+    case "InvalidEntry":
+      return `segment ${field(error, "segment") ?? peer ?? "?"} is not known there: ${msg}; check: the segment name is the peer's host:port`
+    case "DeviceNotFound": {
+      const reason = field(error, "reason")
+      const available = (error as { available?: ReadonlyArray<string> }).available ?? []
+      return `no usable RDMA device${reason === undefined ? "" : ` (${reason})`}: ${msg}${available.length > 0 ? `; present: ${available.join(", ")}` : ""}`
+    }
+    case "RdmaError":
+      return `verbs call ${field(error, "op")} failed (errno ${field(error, "errno")})${to}: ${msg}`
+    case "EndpointUnavailable":
+      return `the notify QP to ${field(error, "peerNicPath") ?? peer ?? "?"} is not usable: ${msg}; check: is the peer's RDMA transport enabled, did the endpoint retire?`
+    case "NotificationTooLarge":
+      return `${msg}${to}; check: a notification (name + message) fits one 64 KiB notify slot`
+    case "NotificationNotSupported":
+      return `no installed transport carries notifications${to}: ${msg}; check: transports/rdma/enable and transports/tcp/enable`
+    case "SegmentNotFound":
+      return `unknown segment ${field(error, "segment")}: ${msg}`
+    case "InvalidRequest":
+      return `the transfer cannot be carried out as given${to}: ${msg}`
+    case "BatchNotFound":
+      return `unknown batch ${field(error, "batchId")}`
+    case "ServerError":
+      return `cannot start the control plane on ${field(error, "host")}:${field(error, "port")}: ${msg}; check: is the port free (rpc_server_port)?`
+    case "ConfigError":
+    case "InvalidData":
+    case "MissingData":
+    case "SourceUnavailable":
+    case "Unsupported":
+    case "And":
+    case "Or":
+      return `bad configuration: ${String(error).replace(/^\(?(Invalid|Missing) data at /, "$1 value at ")}; check: --config file and the environment variables (constant-case key names)`
+    default:
+      return `${tag === undefined ? "" : `${tag}: `}${msg}${to}`
+  }
+}
+
+/** Prints the cause's first failure (or defect) as one line on stderr, sets a non-zero exit code, and stops. */
+export const failWith =
+  (command: string, peer?: string) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A | undefined, never, R> =>
+    Effect.catchAllCause(self, (cause) => {
+      if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
+      const failure = Cause.failureOption(cause)
+      const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
+      return Effect.sync(() => {
+        process.stderr.write(`tent ${command}: ${describe(error, peer)}\n`)
+        process.exitCode = 1
+        return undefined
+      })
+    })

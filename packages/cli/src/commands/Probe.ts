@@ -1,0 +1,3 @@
+import { Command } from "@effect/cli"
+import { Effect } from "effect"
+export const command = Command.make("probe", {}, () => Effect.void)

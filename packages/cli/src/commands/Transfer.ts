@@ -1,0 +1,123 @@
+/**
+ * `tent transfer PEER --bytes N [--notify NAME=MSG]`: starts a short-lived node, fills N bytes with a pattern of
+ * `--seed`, RDMA-WRITEs them into the first buffer of PEER's segment at `--offset` (one batch, sliced over the
+ * rails), optionally with a transfer-bound notification, waits for the batch, and prints the bytes' SHA-256.
+ * `--verify` READs the range back from the peer and compares.
+ *
+ * @since 0.1.0
+ */
+import { createHash } from "node:crypto"
+import { Command, Options } from "@effect/cli"
+import { EngineConfig } from "@tent/core"
+import { makeNotification, RpcAgent, RpcConfig } from "@tent/rpc"
+import { Console, Effect, Layer, Option } from "effect"
+import { configSource, makeEngine, nodeOptions } from "../Node.js"
+import { CliFailure, failWith } from "../Render.js"
+import { drained, peerArg } from "./Send.js"
+
+/** The bytes `tent transfer` writes: a deterministic pattern of `seed`. */
+export const pattern = (length: number, seed: number): Buffer => {
+  const b = Buffer.allocUnsafe(length)
+  let x = (seed * 2654435761) >>> 0 || 1
+  for (let i = 0; i < length; i++) {
+    x ^= x << 13
+    x >>>= 0
+    x ^= x >>> 17
+    x ^= x << 5
+    x >>>= 0
+    b[i] = x & 0xff
+  }
+  return b
+}
+
+export const command = Command.make(
+  "transfer",
+  {
+    ...nodeOptions,
+    peer: peerArg,
+    bytes: Options.integer("bytes").pipe(Options.withDescription("how many bytes to write")),
+    offset: Options.integer("offset").pipe(
+      Options.withDescription("where in the peer's first buffer to write"),
+      Options.withDefault(0)
+    ),
+    seed: Options.integer("seed").pipe(Options.withDescription("seed of the byte pattern"), Options.withDefault(1)),
+    notify: Options.keyValueMap("notify").pipe(
+      Options.withDescription("NAME=MSG: a transfer-bound notification, sent once the batch completed"),
+      Options.optional
+    ),
+    verify: Options.boolean("verify").pipe(
+      Options.withDescription("READ the range back from the peer and compare it with what was written")
+    )
+  },
+  (o) =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        if (o.bytes <= 0) return yield* Effect.fail(new CliFailure("--bytes must be positive"))
+        const notification = Option.flatMap(o.notify, (m) => {
+          const [first] = Array.from(m)
+          return first === undefined ? Option.none() : Option.some(makeNotification(first[0], first[1]))
+        })
+        const engine = yield* makeEngine(o)
+        const agent = yield* RpcAgent.make.pipe(
+          Effect.provide(RpcConfig.layerConfig.pipe(Layer.provide(EngineConfig.layerProvider(configSource(o)))))
+        )
+        const desc = yield* agent.getSegmentDesc(o.peer)
+        const target = desc.buffers[0]
+        if (target === undefined) {
+          return yield* Effect.fail(
+            new CliFailure(`segment ${o.peer} has no registered buffer; check: tent serve --segment-size`)
+          )
+        }
+        if (o.offset < 0 || o.offset + o.bytes > target.length) {
+          return yield* Effect.fail(
+            new CliFailure(
+              `[${o.offset}, +${o.bytes}) does not fit the ${target.length}-byte buffer of ${o.peer}; check: --offset, --bytes, tent serve --segment-size`
+            )
+          )
+        }
+        const data = pattern(o.bytes, o.seed)
+        const local = yield* engine.registerSegment(data)
+        const handle = yield* engine.openSegment(o.peer)
+        const t0 = performance.now()
+        const batch = yield* engine.allocateBatch
+        const request = {
+          opcode: "WRITE",
+          source: local.addr,
+          target: handle,
+          targetOffset: target.addr + o.offset,
+          length: o.bytes
+        } as const
+        yield* engine.submitTransfer(batch, [request], Option.getOrUndefined(notification))
+        const status = yield* engine.waitTransfer(batch, 120_000)
+        if (status.status !== "COMPLETED") {
+          return yield* Effect.fail(
+            new CliFailure(
+              `WRITE of ${o.bytes} bytes to ${o.peer} ended ${status.status} (${status.transferredBytes} bytes moved); check: the peer is running and its port is up`
+            )
+          )
+        }
+        const ms = performance.now() - t0
+        if (Option.isSome(notification)) yield* drained(engine, o.peer)
+        const sha = createHash("sha256").update(data).digest("hex")
+        if (o.verify) {
+          const back = Buffer.alloc(o.bytes)
+          const mine = yield* engine.registerSegment(back)
+          const read = yield* engine.allocateBatch
+          yield* engine.submitTransfer(read, [{ ...request, opcode: "READ", source: mine.addr }])
+          const rs = yield* engine.waitTransfer(read, 120_000)
+          if (rs.status !== "COMPLETED" || !back.equals(data)) {
+            return yield* Effect.fail(
+              new CliFailure(`reading the range back from ${o.peer} did not return the bytes written (${rs.status})`)
+            )
+          }
+        }
+        yield* Console.log(
+          `wrote ${o.bytes} bytes to ${o.peer} at ${target.addr + o.offset} in ${ms.toFixed(1)} ms (${((o.bytes / ms) * 1e-3).toFixed(1)} MB/s), sha256 ${sha}${o.verify ? ", read back identical" : ""}`
+        )
+      })
+    ).pipe(failWith("transfer", o.peer))
+).pipe(
+  Command.withDescription(
+    "RDMA-WRITE --bytes of a seeded pattern into PEER's segment (optionally with a transfer-bound notification) and print their SHA-256."
+  )
+)
