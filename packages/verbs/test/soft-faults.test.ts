@@ -48,8 +48,8 @@ describe("SoftVerbs fault injection (rule 9, in one process)", () => {
 
   it.scopedLive("loss towards one peer only hits that peer; delay holds packets back", () =>
     Effect.gen(function* () {
-      // timeout 14 (67 ms) outlasts the 30 ms delay below.
-      const { a, b, control } = yield* makePair({ paramsA: { timeout: 14, retryCnt: 1 } })
+      // timeout 14 (67 ms) outlasts the 30 ms delay below; retry_cnt 3 leaves room for a starved process.
+      const { a, b, control } = yield* makePair({ paramsA: { timeout: 14, retryCnt: 3 } })
       const bAddress = yield* control.address("b")
       yield* control.setFaults("a", { dropOut: 1 }, "127.0.0.1:1") // another peer: no effect on b
       b.qp.postRecv(recvWr(b, 1, 0, 64))

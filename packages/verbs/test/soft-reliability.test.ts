@@ -56,14 +56,14 @@ describe("SoftVerbs reliability (rules 2 and 3)", () => {
 
   it.scopedLive("a retransmit after a lost ACK is re-acknowledged, never re-delivered", () =>
     Effect.gen(function* () {
-      // timeout 12 = 16.8 ms: about two retransmits in the 40 ms without ACKs, well inside retry_cnt 7.
-      const { a, b } = yield* makePair({ params: { timeout: 12, retryCnt: 7 } })
+      // timeout 14 = 67 ms: about two retransmits in the 150 ms without ACKs, well inside retry_cnt 7 (537 ms).
+      const { a, b } = yield* makePair({ params: { timeout: 14, retryCnt: 7 } })
       for (let i = 0; i < 4; i++) b.qp.postRecv(recvWr(b, i, i * 64, 64))
       // b receives everything but every ACK it sends is lost, so a retransmits.
       b.device.setFaults({ dropOut: 1 })
       a.qp.postSend(sendWr(a, 1, 0, 32))
       expect(yield* pollN(b.cq, 1)).toHaveLength(1)
-      yield* sleep(40)
+      yield* sleep(150)
       b.device.setFaults({})
       const [sent] = yield* pollN(a.cq, 1)
       expect(sent?.status).toBe(WcStatus.SUCCESS)
