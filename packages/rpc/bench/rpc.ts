@@ -11,6 +11,10 @@
  *   `NodeSocketServer`, msgpack, tracing off), for comparison.
  *
  * The floor is measured right before and right after each variant and averaged.
+ *
+ * Environment: `TENT_BENCH_PROFILE_DIR=<dir>` writes a CPU profile of the server process there when the bench ends
+ * (run this process with `node --cpu-prof` to profile the calling side too); `TENT_BENCH_RPC_LEAN_ONLY=1` skips the
+ * stock variant (its figures are then absent).
  */
 import * as Net from "node:net"
 import { fileURLToPath } from "node:url"
@@ -162,7 +166,23 @@ export const run = (options: BenchOptions): Promise<ReadonlyArray<BenchResult>> 
   // the stock path is ~10× slower under load: fewer calls keep --quick under 30 s
   const stockTputCalls = quick ? 5_000 : 20_000
   const program = Effect.gen(function* () {
-    const server = yield* spawnChild<Ports>(fileURLToPath(new URL("./server.ts", import.meta.url)))
+    const profileDir = process.env.TENT_BENCH_PROFILE_DIR
+    const nodeArgs = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : []
+    const server = yield* spawnChild<Ports>(
+      fileURLToPath(new URL("./server.ts", import.meta.url)),
+      [],
+      30_000,
+      nodeArgs
+    )
+    if (profileDir) {
+      // SIGTERM lets the server exit on its own, which is when Node writes the profile
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(() => {
+          server.signal("SIGTERM")
+          return server.exited
+        })
+      )
+    }
     const ports = server.ready
     log(
       `rpc bench: server pid ${server.pid}, ports ${JSON.stringify(ports)}; ${calls} sequential calls, ${tputCalls} at ${CONCURRENCY} concurrent`
@@ -230,6 +250,7 @@ export const run = (options: BenchOptions): Promise<ReadonlyArray<BenchResult>> 
     )
     push("", lean.a.lat, lean.a.tput, lean)
 
+    if (process.env.TENT_BENCH_RPC_LEAN_ONLY === "1") return results
     log("measuring stock RpcClient → stock server")
     const stock = yield* floorAround(
       Effect.gen(function* () {

@@ -1,7 +1,7 @@
 import * as Net from "node:net"
 import { Headers } from "@effect/platform"
-import { RpcMessage, RpcServer } from "@effect/rpc"
-import { Cause, Config, Context, Effect, Exit, Layer, Runtime } from "effect"
+import { Rpc, RpcMessage, RpcSchema, RpcServer } from "@effect/rpc"
+import { Cause, Config, Context, Effect, Exit, type Fiber, FiberId, Layer, Runtime } from "effect"
 import { ControlPlane, type ControlPlaneHandlers, type ControlPlaneRpcs } from "./ControlPlane.js"
 import { NotificationTooLarge, ServerError } from "./Errors.js"
 import { formatAddress } from "./internal/address.js"
@@ -41,15 +41,31 @@ interface Client {
   readonly id: number
   readonly framed: FramedSocket
   readonly reader: FrameReader
-  /** Requests handed to the handlers and not answered yet, by wire id. */
+  /** Requests handed to `RpcServer.makeNoSerialization` and not answered yet, by wire id. */
   readonly inflight: Map<number, RpcSpec>
+  /** `Notify` handler fibers started directly (see {@link make}) that have not finished yet, by wire id. */
+  readonly fibers: Map<number, Fiber.RuntimeFiber<unknown, unknown>>
+}
+
+/** How `Notify` reaches its handler without the per-request glue of `RpcServer.makeNoSerialization`. */
+interface DirectHandler {
+  readonly handler: (
+    payload: unknown,
+    options: { readonly clientId: number; readonly headers: Headers.Headers }
+  ) => unknown
+  readonly runFork: (effect: Effect.Effect<unknown, unknown>) => Fiber.RuntimeFiber<unknown, unknown>
 }
 
 /**
- * Serves the {@link ControlPlane} group over `node:net` with the lean binary frames of this package: the group's
- * handlers run under `RpcServer.makeNoSerialization` (one fiber per request, typed errors, interruption when the
- * caller gives up), while framing and encoding are plain code. A malformed frame, an unknown RPC or a length prefix
- * above the limit closes that connection only; the server keeps serving the others.
+ * Serves the {@link ControlPlane} group over `node:net` with the lean binary frames of this package; framing and
+ * encoding are plain code. `Bootstrap`, `GetSegmentDesc` and `Probe` run under `RpcServer.makeNoSerialization` (one
+ * fiber per request, typed errors, interruption when the caller gives up). `Notify`, the hot path, goes straight to
+ * the group's own `Notify` handler: one fiber per request forked from a runtime built once (the handler's context
+ * merged with the server's), started at once, its reply written as soon as it exits — no `runSync` hand-over, no
+ * per-request context merge or `FiberRefs` copy, no second fiber. Same outcomes as the `RpcServer` path: success,
+ * the typed error, a defect as `Defect`, interruption by an `Interrupt` frame or the connection closing.
+ * A malformed frame, an unknown RPC or a length prefix above the limit closes that connection only; the server keeps
+ * serving the others.
  */
 export const make = (
   options: ServerOptions = {}
@@ -70,8 +86,12 @@ export const make = (
       const spec = client.inflight.get(id)
       if (spec === undefined) return
       client.inflight.delete(id)
+      writeExit(client, id, spec, response.exit)
+    }
+
+    /** Writes the reply frame of request `id` from its handler's exit. */
+    const writeExit = (client: Client, id: number, spec: RpcSpec, exit: Exit.Exit<unknown, unknown>): void => {
       const w = client.framed.writer
-      const exit = response.exit
       if (Exit.isSuccess(exit)) {
         w.begin(Kind.Success, id)
         try {
@@ -115,6 +135,33 @@ export const make = (
     const runtime = yield* Effect.runtime<never>()
     const runSync = Runtime.runSync(runtime)
     const notifySpec = specByTag.Notify
+    const direct = directHandler(runtime, "Notify")
+
+    /** Runs `Notify` on its handler in a fiber of its own; the reply goes out when the fiber exits. */
+    const dispatch = (client: Client, id: number, handler: DirectHandler, payload: unknown): void => {
+      let fiber: Fiber.RuntimeFiber<unknown, unknown>
+      try {
+        const result = handler.handler(payload, { clientId: client.id, headers: Headers.empty }) as object
+        const wrapped = Rpc.isWrapper(result)
+        let effect = (wrapped ? result.value : result) as Effect.Effect<unknown, unknown>
+        if (wrapped && result.uninterruptible) effect = Effect.uninterruptible(effect)
+        fiber = handler.runFork(effect)
+      } catch (e) {
+        writeExit(client, id, notifySpec, Exit.die(e))
+        return
+      }
+      const exit = fiber.unsafePoll()
+      if (exit !== null) {
+        writeExit(client, id, notifySpec, exit)
+        return
+      }
+      client.fibers.set(id, fiber)
+      fiber.addObserver((exit) => {
+        if (client.fibers.get(id) !== fiber) return // abandoned by the caller, or the connection closed
+        client.fibers.delete(id)
+        writeExit(client, id, notifySpec, exit)
+      })
+    }
 
     const onFrame = (client: Client, buf: Buffer, start: number, end: number): void => {
       const kind = buf[start]
@@ -125,7 +172,8 @@ export const make = (
           if (body >= end) throw new Error("request without an RPC index")
           const spec = specs[buf[body] as number]
           if (spec === undefined) throw new Error(`unknown RPC index ${buf[body]}`)
-          if (client.inflight.has(id)) throw new Error(`request id ${id} reused while in flight`)
+          if (client.inflight.has(id) || client.fibers.has(id))
+            throw new Error(`request id ${id} reused while in flight`)
           if (spec === notifySpec) {
             const lengths = notificationLengths(buf, body + 1, end)
             if (lengths === undefined) throw new Error("malformed Notify body")
@@ -140,6 +188,10 @@ export const make = (
             }
           }
           const payload = spec.payload.decode(buf, body + 1, end)
+          if (spec === notifySpec && direct !== undefined) {
+            dispatch(client, id, direct, payload)
+            return
+          }
           client.inflight.set(id, spec)
           runSync(
             rpc.write(client.id, {
@@ -153,6 +205,12 @@ export const make = (
           return
         }
         case Kind.Interrupt: {
+          const fiber = client.fibers.get(id)
+          if (fiber !== undefined) {
+            client.fibers.delete(id)
+            fiber.unsafeInterruptAsFork(FiberId.none)
+            return
+          }
           if (!client.inflight.has(id)) return
           client.inflight.delete(id)
           runSync(
@@ -175,7 +233,8 @@ export const make = (
         id: nextClientId++,
         framed: new FramedSocket(socket),
         reader: new FrameReader(maxFrame, (buf, start, end) => onFrame(client, buf, start, end)),
-        inflight: new Map()
+        inflight: new Map(),
+        fibers: new Map()
       }
       clients.set(client.id, client)
       socket.on("data", (chunk: Buffer) => {
@@ -190,9 +249,25 @@ export const make = (
       socket.on("close", () => {
         clients.delete(client.id)
         client.inflight.clear()
+        interruptAll(client)
         runSync(rpc.disconnect(client.id))
       })
     }
+
+    /** Interrupts the client's direct handler fibers (their replies are not sent). */
+    const interruptAll = (client: Client): Array<Fiber.RuntimeFiber<unknown, unknown>> => {
+      const fibers = Array.from(client.fibers.values())
+      client.fibers.clear()
+      for (const fiber of fibers) fiber.unsafeInterruptAsFork(FiberId.none)
+      return fibers
+    }
+    // on shutdown (after the listener closed): the handler fibers still running end before the scope does
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => {
+        const fibers = Array.from(clients.values()).flatMap(interruptAll)
+        return Effect.forEach(fibers, (f) => f.await, { discard: true })
+      })
+    )
 
     const server = Net.createServer(onConnection)
     yield* Effect.acquireRelease(
@@ -215,6 +290,24 @@ export const make = (
     const bound = server.address() as Net.AddressInfo
     return { host: bound.address, port: bound.port, address: formatAddress(bound.address, bound.port) }
   })
+
+/**
+ * The group's handler of `tag` with a runtime to fork it from (the handler's context merged with the server's, once),
+ * or undefined when that RPC needs what only `RpcServer` does: middleware or a streamed reply.
+ */
+const directHandler = (runtime: Runtime.Runtime<never>, tag: "Notify"): DirectHandler | undefined => {
+  const rpc = ControlPlane.requests.get(tag) as unknown as Rpc.AnyWithProps
+  if (rpc.middlewares.size > 0 || RpcSchema.isStreamSchema(rpc.successSchema)) return undefined
+  const entry = runtime.context.unsafeMap.get(rpc.key) as Rpc.Handler<typeof tag> | undefined
+  if (entry === undefined) return undefined
+  const forked = Runtime.make({
+    context: Context.merge(entry.context, runtime.context),
+    fiberRefs: runtime.fiberRefs,
+    runtimeFlags: runtime.runtimeFlags
+  })
+  const runFork = Runtime.runFork(forked)
+  return { handler: entry.handler, runFork: (effect) => runFork(effect) }
+}
 
 /** The control-plane server as a Layer: needs the group's handlers (`ControlPlane.toLayer({...})`). */
 export const layer = (options: ServerOptions = {}): Layer.Layer<ServerAddress, ServerError, ControlPlaneHandlers> =>
