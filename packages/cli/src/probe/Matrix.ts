@@ -1,0 +1,377 @@
+/**
+ * The probe's fault matrix: the RFC's six scenarios plus recovery, each between a fresh receiver and initiator
+ * process (two SoftVerbs NICs each), each stream scenario as `count` transfer-bound plus `count` standalone
+ * notifications followed by an END marker, counted by the receiver per `(session, seq)`.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Fiber } from "effect"
+import { type Child, type ChildFailure, spawnChild } from "./Children.js"
+
+/** An arm of the matrix: `legacy` is TENT `main` (`Series.legacy`); `series` is the RFC's Layers. */
+export type Arm = "legacy" | "series"
+/** A row's scenario: the RFC's six, numbered as in its Motivation table, and recovery. */
+export type Scenario = 1 | 2 | 3 | 4 | 5 | 6 | "recovery"
+
+/** The matrix in order. */
+export const scenarios: ReadonlyArray<Scenario> = [1, 2, 3, 4, 5, 6, "recovery"]
+
+/** The RFC's wording of each scenario. */
+export const titles: Record<Scenario, string> = {
+  1: "Sender's notify channel disabled mid-stream",
+  2: "Receiver's notify QP moved to ERR mid-stream",
+  3: "Endpoint retired by a fiber other than the notify poller",
+  4: "Frozen peer, no endpoint yet, sendNotification twice",
+  5: "Frozen peer, submitTransfer",
+  6: "Peer freezes mid-stream while the initiator sends",
+  recovery: "Frozen peer resumes: time until a notification gets through"
+}
+
+/** One row of the matrix (`--json` prints `rows` of these, without `note`). */
+export interface Row {
+  readonly scenario: Scenario
+  readonly arm: Arm
+  readonly sent: number
+  readonly received: number
+  readonly duplicates: number
+  readonly seconds: ReadonlyArray<number>
+  /** What else the probe saw, for a person. */
+  readonly note: string
+}
+
+/** The timing of a run: what `--quick` scales. */
+export interface Plan {
+  readonly quick: boolean
+  /** Notifications per kind (transfer-bound, standalone) in a stream scenario. */
+  readonly count: number
+  /** `rpc/{request,bootstrap,notify,connect}_timeout_ms`; -1 = the library default, 30 s. */
+  readonly rpcTimeoutMs: number
+  /** How long a peer stays frozen mid-stream (scenario 6) and before recovery. */
+  readonly holdMs: number
+  /** A stream that makes no progress this long is stopped (the sender is blocked for good). */
+  readonly stallMs: number
+  /** How long the receiver is given for the END marker and what is still in flight. */
+  readonly graceMs: number
+}
+
+/** The real defaults: the library's 30 s control-plane timeout, the RFC's ~60 s freeze. */
+export const fullPlan = (count: number): Plan => ({
+  quick: false,
+  count,
+  rpcTimeoutMs: -1,
+  holdMs: 60_000,
+  stallMs: 75_000,
+  graceMs: 15_000
+})
+
+/** `--quick`: control-plane timeouts and the freeze ×1/30, the stall and END bounds ×1/15 and ×1/5. */
+export const quickPlan = (count: number): Plan => ({
+  quick: true,
+  count,
+  rpcTimeoutMs: 1000,
+  holdMs: 2000,
+  stallMs: 5000,
+  graceMs: 3000
+})
+
+/** The factors `--quick` applies, as printed. */
+export const quickFactors =
+  "control-plane timeouts rpc/{request,bootstrap,notify,connect}_timeout_ms 30 s → 1 s (×1/30); frozen-peer hold 60 s → 2 s (×1/30); stall bound 75 s → 5 s (×1/15); END grace 15 s → 3 s (×1/5); retry budgets kept: workers/max_retry_count 8 attempts (each now 1 s), QP attributes unchanged (the legacy notify QP's are hard-coded: RFC PR 2)"
+
+/** The effective control-plane timeout of a plan. */
+export const rpcTimeout = (plan: Plan) => (plan.rpcTimeoutMs === -1 ? 30_000 : plan.rpcTimeoutMs)
+
+const MAX_RETRY = 8
+
+/** The engine configuration of the probe's nodes. */
+export const nodeConfig = (plan: Plan) => ({
+  transports: {
+    rdma: { num_lanes: 2, device: { num_cq_list: 1 }, workers: { num_workers: 2, max_retry_count: MAX_RETRY } }
+  },
+  ...(plan.rpcTimeoutMs === -1
+    ? {}
+    : {
+        rpc: {
+          request_timeout_ms: plan.rpcTimeoutMs,
+          bootstrap_timeout_ms: plan.rpcTimeoutMs,
+          notify_timeout_ms: plan.rpcTimeoutMs,
+          connect_timeout_ms: plan.rpcTimeoutMs
+        }
+      })
+})
+
+interface Progress {
+  readonly attempted: number
+  readonly standalone: number
+  readonly failed: number
+  readonly lastError: string
+  readonly done: boolean
+  readonly endSent: boolean
+  readonly aborted: boolean
+  readonly pendingNotify: number
+  readonly maxCallMs: number
+  readonly nextCallsMs: ReadonlyArray<number>
+}
+interface Counts {
+  readonly received: number
+  readonly total: number
+  readonly duplicates: number
+  readonly end: boolean
+  readonly unknownQp: number
+  readonly notifyErrors: number
+}
+
+/** Reports a live line (the caller shows it on a TTY only). */
+export type Report = (line: string) => void
+
+const s = (ms: number) => Math.round(ms) / 1000
+const session = () => (Math.random() * 0xffffffff) >>> 0
+
+const pair = (arm: Arm, plan: Plan) =>
+  Effect.all(
+    [
+      spawnChild("receiver", { arm, config: nodeConfig(plan), segmentSize: 1 << 20 }),
+      spawnChild("initiator", { arm, config: nodeConfig(plan), segmentSize: 1 << 20 })
+    ],
+    { concurrency: 2 }
+  )
+
+/**
+ * A stream scenario: the fault runs once the initiator has attempted `at` notifications (of both kinds, or of the
+ * standalone ones with `standaloneAt`, when the standalone stream is not paced by the transfer-bound one).
+ */
+const streamRow = (
+  scenario: 1 | 2 | 3 | 6,
+  arm: Arm,
+  plan: Plan,
+  report: Report,
+  fault:
+    | {
+        readonly at: number
+        readonly standaloneAt?: boolean
+        readonly run: (r: Child) => Effect.Effect<string, ChildFailure>
+      }
+    | undefined,
+  disableAt?: number
+): Effect.Effect<Row, ChildFailure> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const [r, i] = yield* pair(arm, plan)
+      const total = 2 * plan.count
+      yield* i.request({ cmd: "open", target: r.segment, warm: true }, rpcTimeout(plan) * 3 + 10_000)
+      yield* i.request({
+        cmd: "stream",
+        target: r.segment,
+        remoteAddr: r.addr,
+        count: plan.count,
+        session: session(),
+        ...(fault?.standaloneAt === true ? { lead: plan.count } : {}),
+        ...(disableAt === undefined ? {} : { disableAt })
+      })
+      let faultFiber: Fiber.RuntimeFiber<string, ChildFailure> | undefined
+      let faultEnded = 0
+      let last = -1
+      let lastChange = Date.now()
+      let stalled = false
+      let p: Progress
+      for (;;) {
+        p = yield* i.request<Progress>({ cmd: "progress" })
+        const now = Date.now()
+        if (p.attempted !== last) {
+          last = p.attempted
+          lastChange = now
+        }
+        if (
+          fault !== undefined &&
+          faultFiber === undefined &&
+          (fault.standaloneAt === true ? p.standalone : p.attempted) >= fault.at
+        ) {
+          faultFiber = yield* Effect.fork(
+            Effect.tap(fault.run(r), () =>
+              Effect.sync(() => {
+                faultEnded = Date.now()
+              })
+            )
+          )
+        }
+        report(
+          `scenario ${scenario} ${arm}: attempted ${p.attempted}/${total}, failed ${p.failed}, notify sends in flight ${p.pendingNotify}${faultFiber === undefined ? "" : faultEnded === 0 ? ", fault running" : ", fault done"}`
+        )
+        if (p.done) break
+        const faultBusy = faultFiber !== undefined && faultEnded === 0
+        if (!faultBusy && now - Math.max(lastChange, faultEnded) > plan.stallMs) {
+          stalled = true
+          p = yield* i.request<Progress>({ cmd: "progress" })
+          yield* i.request({ cmd: "abort" })
+          break
+        }
+        yield* Effect.sleep(100)
+      }
+      const faultNote = faultFiber === undefined ? "" : yield* Fiber.join(faultFiber)
+      // The receiver's last word: END, or nothing new for a second, within the grace.
+      const deadline = Date.now() + plan.graceMs
+      let c = yield* r.request<Counts>({ cmd: "counts" })
+      let quietSince = Date.now()
+      while (!c.end && Date.now() < deadline) {
+        yield* Effect.sleep(100)
+        const next = yield* r.request<Counts>({ cmd: "counts" })
+        if (next.total !== c.total) quietSince = Date.now()
+        c = next
+        if (!p.endSent && Date.now() - quietSince > 1000) break
+      }
+      const notes = [
+        c.end ? "END arrived" : "END never arrived",
+        stalled
+          ? `initiator blocked for good (${p.pendingNotify} notify sends in flight), stopped after ${s(plan.stallMs)} s without progress`
+          : undefined,
+        p.failed > 0 ? `${p.failed} calls failed (${p.lastError})` : undefined,
+        c.unknownQp > 0 ? `${c.unknownQp} dropped as unknown QP at the receiver` : undefined,
+        faultNote === "" ? undefined : faultNote
+      ].filter((x): x is string => x !== undefined)
+      const seconds = [s(p.maxCallMs), ...p.nextCallsMs.map(s)]
+      return {
+        scenario,
+        arm,
+        sent: total,
+        received: c.received,
+        duplicates: c.duplicates,
+        seconds,
+        note: `longest standalone call, then the next ones; ${notes.join("; ")}`
+      } satisfies Row
+    })
+  )
+
+const frozenSends = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, ChildFailure> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const [r, i] = yield* pair(arm, plan)
+      yield* i.request({ cmd: "open", target: r.segment }, rpcTimeout(plan) * 3 + 10_000)
+      report(`scenario 4 ${arm}: receiver frozen, two sendNotification calls`)
+      r.signal("SIGSTOP")
+      const reply = yield* i
+        .request<{ calls: ReadonlyArray<{ ms: number; error: string | null }> }>(
+          { cmd: "timedSends", target: r.segment, n: 2, session: session() },
+          rpcTimeout(plan) * 4 + 10_000
+        )
+        .pipe(Effect.ensuring(Effect.sync(() => r.signal("SIGCONT"))))
+      yield* Effect.sleep(500)
+      const c = yield* r.request<Counts>({ cmd: "counts" })
+      const errors = reply.calls.map((x) => x.error ?? "ok").join(", ")
+      return {
+        scenario: 4,
+        arm,
+        sent: reply.calls.length,
+        received: c.received,
+        duplicates: c.duplicates,
+        seconds: reply.calls.map((x) => s(x.ms)),
+        note: `each call: ${errors} (control-plane timeout ${s(rpcTimeout(plan))} s)`
+      } satisfies Row
+    })
+  )
+
+const frozenTransfer = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, ChildFailure> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const [r, i] = yield* pair(arm, plan)
+      yield* i.request({ cmd: "open", target: r.segment }, rpcTimeout(plan) * 3 + 10_000)
+      report(`scenario 5 ${arm}: receiver frozen, submitTransfer of 4 KiB with a notification`)
+      r.signal("SIGSTOP")
+      const bound = rpcTimeout(plan) * (MAX_RETRY + 2) + 10_000
+      const reply = yield* i
+        .request<{ submitMs: number; settledMs: number; status: string }>(
+          { cmd: "frozenTransfer", target: r.segment, remoteAddr: r.addr, session: session(), boundMs: bound },
+          bound + 10_000
+        )
+        .pipe(Effect.ensuring(Effect.sync(() => r.signal("SIGCONT"))))
+      yield* Effect.sleep(500)
+      const c = yield* r.request<Counts>({ cmd: "counts" })
+      return {
+        scenario: 5,
+        arm,
+        sent: 1,
+        received: c.received,
+        duplicates: c.duplicates,
+        seconds: [s(reply.submitMs), s(reply.settledMs)],
+        note: `submitTransfer returned, then the batch ended ${reply.status} (${MAX_RETRY} attempts, each a ${s(rpcTimeout(plan))} s bootstrap timeout)`
+      } satisfies Row
+    })
+  )
+
+const recovery = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, ChildFailure> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const [r, i] = yield* pair(arm, plan)
+      yield* i.request({ cmd: "open", target: r.segment, warm: true }, rpcTimeout(plan) * 3 + 10_000)
+      r.signal("SIGSTOP")
+      yield* i.request({ cmd: "loop", target: r.segment, session: session() })
+      report(`recovery ${arm}: receiver frozen for ${s(plan.holdMs)} s while the initiator keeps sending`)
+      yield* Effect.sleep(plan.holdMs)
+      const t0 = Date.now()
+      r.signal("SIGCONT")
+      let at: number | null = null
+      const deadline = t0 + plan.stallMs + rpcTimeout(plan)
+      while (at === null && Date.now() < deadline) {
+        at = (yield* r.request<{ at: number | null }>({ cmd: "recoveryAfter", t: t0 })).at
+        if (at === null) yield* Effect.sleep(20)
+      }
+      const { sent } = yield* i.request<{ sent: number }>({ cmd: "stopLoop" })
+      yield* Effect.sleep(500)
+      const c = yield* r.request<Counts>({ cmd: "counts" })
+      return {
+        scenario: "recovery",
+        arm,
+        sent,
+        received: c.received,
+        duplicates: c.duplicates,
+        seconds: at === null ? [] : [s(at - t0)],
+        note:
+          at === null
+            ? `nothing got through within ${s(deadline - t0)} s of SIGCONT`
+            : `after a ${s(plan.holdMs)} s freeze; the initiator sent every 20 ms throughout`
+      } satisfies Row
+    })
+  )
+
+/** Runs one row. */
+export const runRow = (scenario: Scenario, arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, ChildFailure> => {
+  const total = 2 * plan.count
+  switch (scenario) {
+    case 1:
+      return streamRow(1, arm, plan, report, undefined, Math.floor(total / 8))
+    case 2:
+      return streamRow(2, arm, plan, report, {
+        at: plan.count,
+        run: (r) =>
+          Effect.map(
+            r.request<{ endpoints: number }>({ cmd: "fault", kind: "notifyQpError" }),
+            (x) => `receiver's notify QP (${x.endpoints} endpoint) forced to ERR after ${plan.count} of ${total} sends`
+          )
+      })
+    case 3:
+      return streamRow(3, arm, plan, report, {
+        at: plan.count,
+        run: (r) =>
+          Effect.map(
+            r.request<{ retired: number; unknownQp: number }>({ cmd: "fault", kind: "retire", holdMs: 1000 }),
+            (x) => `receiver retired ${x.retired} endpoint(s) from another fiber with 1 s of completions unpolled`
+          )
+      })
+    case 6:
+      return streamRow(6, arm, plan, report, {
+        at: Math.floor(plan.count / 2),
+        standaloneAt: true,
+        run: (r) =>
+          Effect.gen(function* () {
+            r.signal("SIGSTOP")
+            yield* Effect.sleep(plan.holdMs).pipe(Effect.ensuring(Effect.sync(() => r.signal("SIGCONT"))))
+            return `receiver frozen ${s(plan.holdMs)} s after ${Math.floor(plan.count / 2)} standalone sends (not paced by the transfers)`
+          })
+      })
+    case 4:
+      return frozenSends(arm, plan, report)
+    case 5:
+      return frozenTransfer(arm, plan, report)
+    case "recovery":
+      return recovery(arm, plan, report)
+  }
+}

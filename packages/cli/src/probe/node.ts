@@ -1,0 +1,309 @@
+/**
+ * A probe child: one engine node (two SoftVerbs devices, the arm's policies) in its own process, driven by the probe
+ * over JSON lines on stdin/stdout. It prints `{segment, addr}` when ready, then answers one line per request.
+ *
+ * The fault injection lives here and only here: it is reachable by the processes `tent probe` starts (it sets
+ * `TENT_PROBE_CHILD=1` and passes the arm and configuration as the first argument), never by `tent serve`.
+ *
+ * Receiver requests: `counts`, `fault` (`notifyQpError`: its notify QPs to ERR; `retire`: the notify poller held
+ * for `holdMs`, then every endpoint retired from this request's fiber, then the poller resumed), `recoveryAfter`.
+ * Initiator requests: `open`, `stream`, `progress`, `abort`, `timedSends`, `frozenTransfer`, `loop`, `stopLoop`.
+ *
+ * @since 0.1.0
+ */
+import { createInterface } from "node:readline"
+import { EngineConfig, Series, TransferEngine } from "@tent/core"
+import { RailHealth } from "@tent/health"
+import { SoftVerbs } from "@tent/verbs"
+import { Effect, Fiber, Layer, Logger, Stream } from "effect"
+import * as Stamp from "./Stamp.js"
+
+interface Options {
+  readonly role: "receiver" | "initiator"
+  readonly arm: "legacy"
+  readonly config: unknown
+  readonly segmentSize: number
+}
+
+if (process.env.TENT_PROBE_CHILD !== "1") {
+  process.stderr.write("this is a tent probe child process; run `tent probe` instead\n")
+  process.exit(2)
+}
+const opts = JSON.parse(process.argv[2] ?? "{}") as Options
+const TRANSFER_BYTES = 4096
+const SLOTS = 64
+const LEAD = 512
+
+const layer = TransferEngine.layer.pipe(
+  Layer.provideMerge(
+    SoftVerbs.layer({
+      devices: [
+        { name: "mlx0", host: "127.0.0.1" },
+        { name: "mlx1", host: "127.0.0.1" }
+      ]
+    })
+  ),
+  Layer.provide(Series.legacy),
+  Layer.provide(RailHealth.layerConfig),
+  Layer.provide(EngineConfig.layerProvider({ json: opts.config }))
+)
+
+type Reply = Record<string, unknown>
+
+const program = Effect.gen(function* () {
+  const engine = yield* TransferEngine.TransferEngine
+  const control = yield* SoftVerbs.SoftVerbsControl
+  const rdma = engine.rdma as NonNullable<typeof engine.rdma>
+  const memory = Buffer.alloc(opts.segmentSize)
+  const segment = yield* engine.registerSegment(memory)
+  const counter = new Stamp.Counter()
+  if (opts.role === "receiver") {
+    yield* Effect.forkDaemon(Stream.runForEach(engine.notifications, (n) => Effect.sync(() => counter.add(n))))
+  }
+
+  // Initiator state.
+  const progress = {
+    attempted: 0,
+    standalone: 0,
+    failed: 0,
+    lastError: "",
+    done: false,
+    endSent: false,
+    aborted: false,
+    disabled: false,
+    callMs: [] as Array<number>,
+    callStart: 0
+  }
+  let stream: Fiber.RuntimeFiber<void, never> | undefined
+  let loop: Fiber.RuntimeFiber<void, never> | undefined
+  let loopSent = 0
+
+  /** Scenario 1's fault: the initiator's notify channel towards `target` disabled (TENT `notify_connected_ = false`). */
+  const disable = (target: string) => {
+    for (const d of rdma.devices)
+      for (const ep of d.store.active.values()) if (ep.segment === target) ep.connected = false
+    progress.disabled = true
+  }
+
+  const handle = (req: Reply): Effect.Effect<Reply, unknown> =>
+    Effect.gen(function* () {
+      switch (req.cmd) {
+        case "counts":
+          return { ...counter.counts, unknownQp: rdma.counters.unknownQp, notifyErrors: rdma.counters.notifyErrors }
+        case "recoveryAfter": {
+          const t = req.t as number
+          return { at: counter.recoveryAt.find((x) => x >= t) ?? null }
+        }
+        case "fault": {
+          if (req.kind === "notifyQpError") {
+            const eps = (yield* rdma.endpoints).filter((e) => e.notifyQpNum !== 0)
+            for (const e of eps) yield* control.forceQpError(e.localNic, e.notifyQpNum)
+            return { endpoints: eps.length }
+          }
+          // Retirement from a fiber other than the notify poller, with completions left unpolled meanwhile.
+          yield* rdma.pauseNotifyPoller(true)
+          yield* Effect.sleep(req.holdMs as number)
+          const before = rdma.counters.unknownQp
+          let retired = 0
+          for (const e of yield* rdma.endpoints) if (yield* rdma.retire(e.localNic, e.peerNicPath)) retired++
+          yield* rdma.pauseNotifyPoller(false)
+          yield* Effect.sleep(200)
+          return { retired, unknownQp: rdma.counters.unknownQp - before }
+        }
+        case "open": {
+          const target = req.target as string
+          yield* engine.openSegment(target)
+          if (req.warm === true) {
+            yield* engine.sendNotification(target, { name: new Uint8Array([119]), msg: new Uint8Array(0) })
+          }
+          return { ok: true }
+        }
+        case "stream": {
+          const target = req.target as string
+          const count = req.count as number
+          const session = req.session as number
+          const disableAt = (req.disableAt as number | undefined) ?? -1
+          const handleId = yield* engine.openSegment(target)
+          const remote = req.remoteAddr as number
+          const attempt = () => {
+            if (disableAt >= 0 && !progress.disabled && progress.attempted >= disableAt) disable(target)
+            progress.attempted++
+          }
+          const fail = (e: unknown) => {
+            progress.failed++
+            progress.lastError = (e as { _tag?: string })._tag ?? String(e)
+          }
+          // The standalone stream may run at most LEAD ahead of the transfer-bound one, so a fault mid-stream finds
+          // both kinds under way (and LEAD > 256, so a full notify window, not this pacing, is what blocks it).
+          const lead = (req.lead as number | undefined) ?? LEAD
+          let transfersAttempted = 0
+          let transfersDone = false
+          const transfers = Effect.forEach(
+            Array.from({ length: count }, (_, i) => i),
+            (i) =>
+              Effect.gen(function* () {
+                attempt()
+                transfersAttempted++
+                const batch = yield* engine.allocateBatch
+                const off = (i % SLOTS) * TRANSFER_BYTES
+                const r = yield* Effect.either(
+                  engine.submitTransfer(
+                    batch,
+                    [
+                      {
+                        opcode: "WRITE",
+                        source: segment.addr + off,
+                        target: handleId,
+                        targetOffset: remote + off,
+                        length: TRANSFER_BYTES
+                      }
+                    ],
+                    Stamp.stamp(session, i, "transfer")
+                  )
+                )
+                if (r._tag === "Left") fail(r.left)
+                else {
+                  const s = yield* engine.waitTransfer(batch, 600_000)
+                  if (s.status !== "COMPLETED") fail(s.status)
+                }
+                yield* engine.freeBatch(batch)
+              }),
+            { concurrency: 8, discard: true }
+          ).pipe(
+            Effect.ensuring(
+              Effect.sync(() => {
+                transfersDone = true
+              })
+            )
+          )
+          const standalone = Effect.forEach(
+            Array.from({ length: count }, (_, i) => count + i),
+            (seq) =>
+              Effect.gen(function* () {
+                while (!transfersDone && transfersAttempted < seq - count - lead) yield* Effect.sleep(5)
+                attempt()
+                progress.standalone++
+                progress.callStart = performance.now()
+                const r = yield* Effect.either(engine.sendNotification(target, Stamp.stamp(session, seq, "standalone")))
+                progress.callMs.push(performance.now() - progress.callStart)
+                progress.callStart = 0
+                if (r._tag === "Left") fail(r.left)
+              }),
+            { discard: true }
+          )
+          stream = yield* Effect.forkDaemon(
+            Effect.gen(function* () {
+              yield* Effect.all([transfers, standalone], { concurrency: 2, discard: true })
+              const r = yield* Effect.either(engine.sendNotification(target, Stamp.end(session, progress.attempted)))
+              progress.endSent = r._tag === "Right"
+              if (r._tag === "Left") progress.lastError = r.left._tag
+              progress.done = true
+            }).pipe(Effect.catchAllCause(() => Effect.void))
+          )
+          return { ok: true }
+        }
+        case "progress": {
+          const calls = progress.callMs.slice()
+          if (progress.callStart > 0) calls.push(performance.now() - progress.callStart)
+          let max = 0
+          for (let i = 1; i < calls.length; i++) if ((calls[i] as number) > (calls[max] as number)) max = i
+          const pendingNotify = (yield* rdma.endpoints).reduce((n, e) => n + e.pending, 0)
+          return {
+            attempted: progress.attempted,
+            standalone: progress.standalone,
+            failed: progress.failed,
+            lastError: progress.lastError,
+            done: progress.done,
+            endSent: progress.endSent,
+            aborted: progress.aborted,
+            pendingNotify,
+            maxCallMs: calls[max] ?? 0,
+            nextCallsMs: calls.slice(max + 1, max + 4)
+          }
+        }
+        case "abort": {
+          progress.aborted = !progress.done
+          if (stream !== undefined) yield* Fiber.interrupt(stream)
+          return { ok: true }
+        }
+        case "timedSends": {
+          const target = req.target as string
+          const out: Array<{ ms: number; error: string | null }> = []
+          for (let i = 0; i < (req.n as number); i++) {
+            const t0 = performance.now()
+            const r = yield* Effect.either(
+              engine.sendNotification(target, Stamp.stamp(req.session as number, i, "standalone"))
+            )
+            out.push({ ms: performance.now() - t0, error: r._tag === "Left" ? r.left._tag : null })
+          }
+          return { calls: out }
+        }
+        case "frozenTransfer": {
+          const target = req.target as string
+          const t0 = performance.now()
+          const batch = yield* engine.allocateBatch
+          const r = yield* Effect.either(
+            engine.submitTransfer(
+              batch,
+              [
+                {
+                  opcode: "WRITE",
+                  source: segment.addr,
+                  target,
+                  targetOffset: req.remoteAddr as number,
+                  length: TRANSFER_BYTES
+                }
+              ],
+              Stamp.stamp(req.session as number, 0, "transfer")
+            )
+          )
+          const submitMs = performance.now() - t0
+          if (r._tag === "Left") return { submitMs, settledMs: submitMs, status: r.left._tag }
+          const s = yield* engine.waitTransfer(batch, req.boundMs as number)
+          return { submitMs, settledMs: performance.now() - t0, status: s.status }
+        }
+        case "loop": {
+          const target = req.target as string
+          loop = yield* Effect.forkDaemon(
+            Effect.forever(
+              Effect.suspend(() =>
+                Effect.zipRight(
+                  Effect.ignore(
+                    engine.sendNotification(target, Stamp.stamp(req.session as number, loopSent++, "recovery"))
+                  ),
+                  Effect.sleep(20)
+                )
+              )
+            )
+          )
+          return { ok: true }
+        }
+        case "stopLoop":
+          if (loop !== undefined) yield* Fiber.interrupt(loop)
+          return { sent: loopSent }
+        default:
+          return { error: `unknown request ${String(req.cmd)}` }
+      }
+    })
+
+  const lines = createInterface({ input: process.stdin })
+  lines.on("line", (line) => {
+    const req = JSON.parse(line) as Reply
+    Effect.runPromise(
+      handle(req).pipe(Effect.catchAllCause((c) => Effect.succeed({ error: String(c) } as Reply)))
+    ).then((reply) => process.stdout.write(`${JSON.stringify({ id: req.id, ...reply })}\n`))
+  })
+  // The probe went away (or closed stdin to stop this node): leave at once.
+  lines.on("close", () => process.exit(0))
+  process.stdout.write(`${JSON.stringify({ segment: engine.segmentName, addr: segment.addr })}\n`)
+  return yield* Effect.never
+})
+
+// Logs go to stderr: stdout carries the JSON lines.
+const logger = Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))
+Effect.runPromise(
+  Effect.scoped(Effect.flatMap(Layer.build(layer), (ctx) => Effect.provide(program, ctx))).pipe(Effect.provide(logger))
+).catch((e) => {
+  process.stderr.write(`tent probe ${opts.role}: ${String(e)}\n`)
+  process.exit(1)
+})
