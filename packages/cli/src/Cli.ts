@@ -27,7 +27,14 @@ export const subcommands = {
 } as const
 
 /** The root command. */
-export const tent = Command.make("tent").pipe(
+export const tent = Command.make("tent", {}, () =>
+  Effect.zipRight(
+    Console.error(`usage: ${usageLine(undefined)}  (tent <command> --help for each)`),
+    Effect.sync(() => {
+      process.exitCode = 2
+    })
+  )
+).pipe(
   Command.withDescription(
     "tent: an RDMA transfer engine's notification channel that does not lose, duplicate or stall notifications. Run `tent <command> --help`."
   ),

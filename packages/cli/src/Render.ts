@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Effect } from "effect"
+import { Cause, Console, Effect } from "effect"
 
 /** A failure that is already a sentence for a person (what failed, where, what to check). */
 export class CliFailure extends Error {
@@ -83,9 +83,13 @@ export const failWith =
       if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
       const failure = Cause.failureOption(cause)
       const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
-      return Effect.sync(() => {
-        process.stderr.write(`tent ${command}: ${describe(error, peer)}\n`)
-        process.exitCode = 1
-        return undefined
-      })
+      return Effect.as(
+        Effect.zipRight(
+          Console.error(`tent ${command}: ${describe(error, peer)}`),
+          Effect.sync(() => {
+            process.exitCode = 1
+          })
+        ),
+        undefined
+      )
     })
