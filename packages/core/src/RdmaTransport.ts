@@ -539,7 +539,30 @@ export const make = (deps: RdmaTransportDeps): Effect.Effect<RdmaTransport | und
         return Effect.fail(new RdmaError({ op: "ibv_post_send", errno: rc, message: "posting a notification failed" }))
       })
 
+    // The endpoint each segment's notifications went to last. While it stays READY and the first enabled device is
+    // still its device, a notification is posted at once: the same outcome as the full path below (descriptor from
+    // the cache, the endpoint from the store, a free slot), without its Effects. Anything else takes the full path.
+    const lastEndpoint = new Map<string, RdmaEndpoint>()
+
     const sendNotification = (segment: string, n: Notification): Effect.Effect<void, RdmaNotifyError> =>
+      Effect.suspend(() => {
+        const ep = lastEndpoint.get(segment)
+        if (ep !== undefined && ep.status === "READY" && ep.connected && ep.device === devices.find((d) => d.enabled)) {
+          const rc = ep.postNotification(n)
+          if (rc === 0) {
+            counters.sent++
+            return Effect.void
+          }
+          if (rc === -1) {
+            return Effect.fail(
+              new NotificationTooLarge({ size: n.name.length + n.msg.length, max: deps.dedup.maxPayload })
+            )
+          }
+        }
+        return sendNotificationFull(segment, n)
+      })
+
+    const sendNotificationFull = (segment: string, n: Notification): Effect.Effect<void, RdmaNotifyError> =>
       Effect.gen(function* () {
         const device = devices.find((d) => d.enabled)
         if (device === undefined) {
@@ -550,6 +573,7 @@ export const make = (deps: RdmaTransportDeps): Effect.Effect<RdmaTransport | und
         }
         const { nic, target } = yield* resolve(segment)
         const ep = yield* getEndpoint(device, target, nic)
+        lastEndpoint.set(segment, ep)
         yield* Effect.zipRight(ep.awaitSlot, post(ep, n))
       }) as Effect.Effect<void, RdmaNotifyError>
 
