@@ -50,6 +50,9 @@ export const command = Command.make(
               )
           })
         )
+        // Leave the acknowledgements of what arrived time to go out before the QPs are destroyed: a sender that
+        // never sees them would retry until its budget runs out.
+        yield* Effect.sleep("300 millis")
       })
     ).pipe(failWith("recv"))
 ).pipe(
