@@ -1,9 +1,9 @@
 import * as Net from "node:net"
-import { Context, Deferred, Duration, Effect, Exit, FiberId, Layer } from "effect"
+import { Context, Duration, Effect, Exit, Layer } from "effect"
 import type { ControlPlaneTag, PayloadOf, ReplyErrorOf, SuccessOf } from "./ControlPlane.js"
 import { NotificationTooLarge, TransportFailure, type TransportFailureReason } from "./Errors.js"
 import { parseAddress } from "./internal/address.js"
-import { type RpcSpec, specByTag } from "./internal/codec.js"
+import { type RpcSpec, specByTag, voidCodec } from "./internal/codec.js"
 import { FrameReader, Kind } from "./internal/frame.js"
 import { FramedSocket } from "./internal/framed.js"
 import type { BootstrapDesc, Notification, SegmentDesc } from "./Models.js"
@@ -60,21 +60,75 @@ export interface RpcAgentShape {
 /** The control-plane client of this engine. */
 export class RpcAgent extends Context.Tag("@tent/rpc/RpcAgent")<RpcAgent, RpcAgentShape>() {}
 
-interface Pending {
-  readonly spec: RpcSpec
-  readonly timeoutMs: number
-  readonly resume: (effect: Effect.Effect<unknown, unknown>) => void
-  timer: ReturnType<typeof setTimeout> | undefined
+type Resume = (effect: Effect.Effect<unknown, unknown>) => void
+
+/** One call: waiting for the connection, then (once sent, `id` > 0) waiting for its reply. */
+class Pending {
+  id = 0
+  /** `performance.now()` after which the call times out; set when sent. */
+  deadline = 0
+  /** Replied, timed out, abandoned or failed: nothing more happens to it. */
+  done = false
+  constructor(
+    readonly spec: RpcSpec,
+    readonly payload: unknown,
+    readonly timeoutMs: number,
+    readonly resume: Resume,
+    readonly connection: Connection
+  ) {}
+
+  /** The canceler of the call's `Effect.async`: interruption abandons it, at the peer too. */
+  readonly cancel = Effect.sync(() => this.connection.abandon(this))
+}
+
+/** Calls with the same timeout, in the order they were sent, so in deadline order. Done ones are skipped lazily. */
+class DeadlineQueue {
+  private items: Array<Pending> = []
+  private head = 0
+
+  push(p: Pending): void {
+    this.dropDone()
+    this.items.push(p)
+  }
+
+  /** The first call not done yet (dropping the done ones before it). */
+  first(): Pending | undefined {
+    this.dropDone()
+    return this.items[this.head]
+  }
+
+  shift(): void {
+    this.head++
+    if (this.head === this.items.length) {
+      this.items = []
+      this.head = 0
+    } else if (this.head >= 1024 && this.head * 2 >= this.items.length) {
+      this.items = this.items.slice(this.head)
+      this.head = 0
+    }
+  }
+
+  private dropDone(): void {
+    while (this.head < this.items.length && (this.items[this.head] as Pending).done) this.shift()
+  }
 }
 
 const refusedCodes = new Set(["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "EADDRNOTAVAIL"])
 
-/** One connection to one peer, with its pending calls by wire id. */
+/**
+ * One connection to one peer, with its pending calls by wire id. Plain code on the hot path: a call is one
+ * `Effect.async` whose register encodes the request into the connection's reused frame buffer; the reply's frame
+ * resumes it. Reply timeouts are deadlines in per-timeout FIFO queues behind a single timer per connection (armed for
+ * the earliest deadline), not a timer per call.
+ */
 class Connection {
-  ready: Effect.Effect<Connection, TransportFailure>
   failure: TransportFailure | undefined
   private readonly pending = new Map<number, Pending>()
-  private readonly opened = Deferred.unsafeMake<Connection, TransportFailure>(FiberId.none)
+  /** Calls made while connecting, sent once connected. */
+  private waiting: Array<Pending> = []
+  private readonly deadlines = new Map<number, DeadlineQueue>()
+  private timer: ReturnType<typeof setTimeout> | undefined
+  private timerAt = Number.POSITIVE_INFINITY
   private readonly socket: Net.Socket
   private readonly framed: FramedSocket
   private readonly reader: FrameReader
@@ -88,10 +142,9 @@ class Connection {
     host: string,
     port: number,
     settings: RpcSettings,
-    maxFrame: number,
+    private readonly maxFrame: number,
     private readonly onDead: (c: Connection) => void
   ) {
-    this.ready = Deferred.await(this.opened)
     this.reader = new FrameReader(maxFrame, this.onFrame)
     this.socket = Net.createConnection({ host, port, noDelay: true })
     this.framed = new FramedSocket(this.socket)
@@ -102,8 +155,9 @@ class Connection {
     this.socket.once("connect", () => {
       clearTimeout(this.connectTimer)
       this.connected = true
-      this.ready = Effect.succeed(this)
-      Deferred.unsafeDone(this.opened, Exit.succeed(this))
+      const waiting = this.waiting
+      this.waiting = []
+      for (const p of waiting) if (!p.done) this.send(p)
     })
     this.socket.on("data", (chunk: Buffer) => {
       if (this.failure !== undefined) return
@@ -129,62 +183,119 @@ class Connection {
     })
   }
 
-  /** Marks the connection dead: every pending and future call on it fails with this reason. */
+  /** Marks the connection dead: every waiting, pending and future call on it fails with this reason. */
   fail(reason: TransportFailureReason, message: string): void {
     if (this.failure !== undefined) return
     const failure = new TransportFailure({ address: this.address, reason, message })
     this.failure = failure
     clearTimeout(this.connectTimer)
+    clearTimeout(this.timer)
+    this.timer = undefined
     this.onDead(this)
     if (!this.socket.destroyed && reason !== "Protocol") this.socket.destroy()
-    this.ready = Effect.fail(failure)
-    Deferred.unsafeDone(this.opened, Exit.fail(failure))
-    for (const p of this.pending.values()) {
-      clearTimeout(p.timer)
-      p.resume(Effect.fail(failure))
-    }
+    const calls = [...this.waiting, ...this.pending.values()]
+    this.waiting = []
     this.pending.clear()
+    this.deadlines.clear()
+    const exit = Exit.fail(failure)
+    for (const p of calls) {
+      if (p.done) continue
+      p.done = true
+      p.resume(exit)
+    }
   }
 
-  /** Sends one request and waits for its reply, at most `timeoutMs`; interruption abandons it at the peer too. */
-  request(spec: RpcSpec, payload: unknown, timeoutMs: number, maxFrame: number): Effect.Effect<unknown, unknown> {
-    return Effect.async<unknown, unknown>((resume) => {
-      if (this.failure !== undefined) return resume(Effect.fail(this.failure))
-      const id = this.nextId
-      this.nextId = id >= 0xfffffffe ? 1 : id + 1
-      const w = this.framed.writer
-      w.begin(Kind.Request, id)
-      w.u8(spec.index)
-      try {
-        spec.payload.encode(w, payload)
-      } catch (e) {
-        w.abort()
-        return resume(Effect.fail(this.protocolFailure(`${spec.tag} payload does not encode: ${String(e)}`)))
+  /**
+   * The register of a call's `Effect.async`: sends the request now (or once connected) and returns the canceler,
+   * which abandons the call (an `Interrupt` frame tells the peer).
+   */
+  call(spec: RpcSpec, payload: unknown, timeoutMs: number, resume: Resume): Effect.Effect<void> | undefined {
+    if (this.failure !== undefined) {
+      resume(Exit.fail(this.failure))
+      return undefined
+    }
+    const p = new Pending(spec, payload, timeoutMs, resume, this)
+    if (this.connected) this.send(p)
+    else this.waiting.push(p)
+    return p.done ? undefined : p.cancel
+  }
+
+  /** Encodes and queues the request (it leaves at the end of this tick), and starts its reply timeout. */
+  private send(p: Pending): void {
+    const id = this.nextId
+    this.nextId = id >= 0xfffffffe ? 1 : id + 1
+    const w = this.framed.writer
+    w.begin(Kind.Request, id)
+    w.u8(p.spec.index)
+    let problem: string | undefined
+    try {
+      p.spec.payload.encode(w, p.payload)
+      if (w.frameLength() > this.maxFrame) problem = `request exceeds the frame limit of ${this.maxFrame}`
+    } catch (e) {
+      problem = `payload does not encode: ${String(e)}`
+    }
+    if (problem !== undefined) {
+      w.abort()
+      this.finish(p, Exit.fail(this.protocolFailure(`${p.spec.tag} ${problem}`)))
+      return
+    }
+    w.end()
+    this.framed.flushSoon()
+    p.id = id
+    p.deadline = performance.now() + p.timeoutMs
+    this.pending.set(id, p)
+    let queue = this.deadlines.get(p.timeoutMs)
+    if (queue === undefined) {
+      queue = new DeadlineQueue()
+      this.deadlines.set(p.timeoutMs, queue)
+    }
+    queue.push(p)
+    if (p.deadline < this.timerAt) this.arm(p.deadline)
+  }
+
+  private finish(p: Pending, exit: Exit.Exit<unknown, unknown>): void {
+    p.done = true
+    p.resume(exit)
+  }
+
+  private arm(deadline: number): void {
+    clearTimeout(this.timer)
+    this.timerAt = deadline
+    // never early: a timer that fires before the deadline (clock granularity) re-arms for the rest
+    this.timer = setTimeout(this.onTimer, Math.max(1, Math.ceil(deadline - performance.now())))
+    this.timer.unref()
+  }
+
+  /** Times out every call past its deadline, then re-arms for the earliest one left. */
+  private readonly onTimer = (): void => {
+    this.timer = undefined
+    this.timerAt = Number.POSITIVE_INFINITY
+    if (this.failure !== undefined) return
+    const now = performance.now()
+    let next = Number.POSITIVE_INFINITY
+    for (const [timeoutMs, queue] of this.deadlines) {
+      let p = queue.first()
+      while (p !== undefined && p.deadline <= now) {
+        queue.shift()
+        this.timeout(p)
+        p = queue.first()
       }
-      if (w.frameLength() > maxFrame) {
-        w.abort()
-        return resume(Effect.fail(this.protocolFailure(`${spec.tag} request exceeds the frame limit of ${maxFrame}`)))
-      }
-      w.end()
-      this.framed.flushSoon()
-      const p: Pending = { spec, timeoutMs, resume, timer: undefined }
-      p.timer = setTimeout(() => this.onTimeout(id), timeoutMs)
-      this.pending.set(id, p)
-      return Effect.sync(() => this.abandon(id))
-    })
+      if (p === undefined) this.deadlines.delete(timeoutMs)
+      else if (p.deadline < next) next = p.deadline
+    }
+    if (next !== Number.POSITIVE_INFINITY) this.arm(next)
   }
 
   private protocolFailure(message: string): TransportFailure {
     return new TransportFailure({ address: this.address, reason: "Protocol", message })
   }
 
-  private onTimeout(id: number): void {
-    const p = this.pending.get(id)
-    if (p === undefined) return
-    this.pending.delete(id)
-    this.sendInterrupt(id)
-    p.resume(
-      Effect.fail(
+  private timeout(p: Pending): void {
+    this.pending.delete(p.id)
+    this.sendInterrupt(p.id)
+    this.finish(
+      p,
+      Exit.fail(
         new TransportFailure({
           address: this.address,
           reason: "Timeout",
@@ -194,12 +305,13 @@ class Connection {
     )
   }
 
-  private abandon(id: number): void {
-    const p = this.pending.get(id)
-    if (p === undefined) return
-    clearTimeout(p.timer)
-    this.pending.delete(id)
-    this.sendInterrupt(id)
+  /** The caller gave up (interruption): forget the call; if it was sent, tell the peer. */
+  abandon(p: Pending): void {
+    if (p.done) return
+    p.done = true
+    if (p.id === 0) return // still waiting for the connection: never sent
+    this.pending.delete(p.id)
+    this.sendInterrupt(p.id)
   }
 
   private sendInterrupt(id: number): void {
@@ -222,36 +334,34 @@ class Connection {
     const p = this.pending.get(id)
     if (p === undefined) return // a late reply to a call that timed out or was abandoned
     this.pending.delete(id)
-    clearTimeout(p.timer)
+    this.finish(p, this.replyExit(p.spec, kind, buf, body, end))
+  }
+
+  /** What a reply frame means for the call. */
+  private replyExit(spec: RpcSpec, kind: number, buf: Buffer, body: number, end: number): Exit.Exit<unknown, unknown> {
     switch (kind) {
       case Kind.Success:
       case Kind.Failure: {
-        let value: unknown
+        const success = kind === Kind.Success
+        if (success && body === end && spec.success === voidCodec) return Exit.void
         try {
-          value = (kind === Kind.Success ? p.spec.success : p.spec.error).decode(buf, body, end)
+          const value = (success ? spec.success : spec.error).decode(buf, body, end)
+          return success ? Exit.succeed(value) : Exit.fail(value)
         } catch (e) {
-          p.resume(Effect.fail(this.protocolFailure(`${p.spec.tag} reply from ${this.address} does not decode: ${e}`)))
-          return
+          return Exit.fail(this.protocolFailure(`${spec.tag} reply from ${this.address} does not decode: ${e}`))
         }
-        p.resume(kind === Kind.Success ? Effect.succeed(value) : Effect.fail(value))
-        return
       }
       case Kind.Defect:
-        p.resume(
-          Effect.fail(
-            this.protocolFailure(`${p.spec.tag} handler on ${this.address} failed: ${buf.toString("utf8", body, end)}`)
-          )
+        return Exit.fail(
+          this.protocolFailure(`${spec.tag} handler on ${this.address} failed: ${buf.toString("utf8", body, end)}`)
         )
-        return
       default:
-        p.resume(
-          Effect.fail(
-            new TransportFailure({
-              address: this.address,
-              reason: "Closed",
-              message: `${this.address} interrupted ${p.spec.tag} (shutting down)`
-            })
-          )
+        return Exit.fail(
+          new TransportFailure({
+            address: this.address,
+            reason: "Closed",
+            message: `${this.address} interrupted ${spec.tag} (shutting down)`
+          })
         )
     }
   }
@@ -275,21 +385,19 @@ export const make: Effect.Effect<RpcAgentShape, never, RpcConfig | import("effec
       })
     )
 
-    const connection = (address: string): Effect.Effect<Connection, TransportFailure> =>
-      Effect.suspend(() => {
-        const existing = connections.get(address)
-        if (existing !== undefined) return existing.ready
-        if (closed) return Effect.fail(new TransportFailure({ address, reason: "Closed", message: "agent is closed" }))
-        const target = parseAddress(address)
-        if (target === undefined) {
-          return Effect.fail(
-            new TransportFailure({ address, reason: "Refused", message: `"${address}" is not a host:port address` })
-          )
-        }
-        const c = new Connection(address, target.host, target.port, settings, maxFrame, onDead)
-        connections.set(address, c)
-        return c.ready
-      })
+    /** The connection to `address`, opened on first use; a failure when there can be none. */
+    const connection = (address: string): Connection | TransportFailure => {
+      const existing = connections.get(address)
+      if (existing !== undefined) return existing
+      if (closed) return new TransportFailure({ address, reason: "Closed", message: "agent is closed" })
+      const target = parseAddress(address)
+      if (target === undefined) {
+        return new TransportFailure({ address, reason: "Refused", message: `"${address}" is not a host:port address` })
+      }
+      const c = new Connection(address, target.host, target.port, settings, maxFrame, onDead)
+      connections.set(address, c)
+      return c
+    }
 
     const timeouts: Record<ControlPlaneTag, number> = {
       Bootstrap: settings.bootstrapTimeoutMs,
@@ -313,10 +421,12 @@ export const make: Effect.Effect<RpcAgentShape, never, RpcConfig | import("effec
           return Effect.fail(new NotificationTooLarge({ size, max: settings.maxNotifyBytes }) as CallError<T>)
         }
       }
-      return Effect.flatMap(connection(address), (c) => c.request(spec, payload, timeoutMs, maxFrame)) as Effect.Effect<
-        SuccessOf<T>,
-        CallError<T>
-      >
+      // the connection is looked up each time the effect runs: a rerun after a failure gets a new one
+      return Effect.async<unknown, unknown>((resume) => {
+        const c = connection(address)
+        if (c instanceof TransportFailure) return resume(Exit.fail(c))
+        return c.call(spec, payload, timeoutMs, resume)
+      }) as Effect.Effect<SuccessOf<T>, CallError<T>>
     }
 
     return {

@@ -5,7 +5,7 @@ import { Cause, Config, Context, Effect, Exit, type Fiber, FiberId, Layer, Runti
 import { ControlPlane, type ControlPlaneHandlers, type ControlPlaneRpcs } from "./ControlPlane.js"
 import { NotificationTooLarge, ServerError } from "./Errors.js"
 import { formatAddress } from "./internal/address.js"
-import { NOTIFY_OVERHEAD, notificationLengths, type RpcSpec, specByTag, specs } from "./internal/codec.js"
+import { NOTIFY_OVERHEAD, notifyNameLength, type RpcSpec, specByTag, specs } from "./internal/codec.js"
 import { FrameReader, Kind } from "./internal/frame.js"
 import { FramedSocket } from "./internal/framed.js"
 import { defaults, RpcConfig } from "./RpcConfig.js"
@@ -137,13 +137,21 @@ export const make = (
     const notifySpec = specByTag.Notify
     const direct = directHandler(runtime, "Notify")
 
-    /** Runs `Notify` on its handler in a fiber of its own; the reply goes out when the fiber exits. */
+    /**
+     * Runs `Notify` on its handler in a fiber of its own; the reply goes out when the fiber exits. A handler that
+     * returns an effect that is already an `Exit` (`Effect.void`, `Effect.succeed`) is answered without a fiber.
+     */
     const dispatch = (client: Client, id: number, handler: DirectHandler, payload: unknown): void => {
       let fiber: Fiber.RuntimeFiber<unknown, unknown>
       try {
         const result = handler.handler(payload, { clientId: client.id, headers: Headers.empty }) as object
         const wrapped = Rpc.isWrapper(result)
         let effect = (wrapped ? result.value : result) as Effect.Effect<unknown, unknown>
+        if (Exit.isExit(effect)) {
+          // `Effect.void`, `Effect.succeed(..)`: already complete, so a fiber would only exit with it at once
+          writeExit(client, id, notifySpec, effect)
+          return
+        }
         if (wrapped && result.uninterruptible) effect = Effect.uninterruptible(effect)
         fiber = handler.runFork(effect)
       } catch (e) {
@@ -175,9 +183,8 @@ export const make = (
           if (client.inflight.has(id) || client.fibers.has(id))
             throw new Error(`request id ${id} reused while in flight`)
           if (spec === notifySpec) {
-            const lengths = notificationLengths(buf, body + 1, end)
-            if (lengths === undefined) throw new Error("malformed Notify body")
-            const size = lengths.name + lengths.msg
+            if (notifyNameLength(buf, body + 1, end) < 0) throw new Error("malformed Notify body")
+            const size = end - body - 1 - NOTIFY_OVERHEAD
             if (size > maxNotifyBytes) {
               const w = client.framed.writer
               w.begin(Kind.Failure, id)

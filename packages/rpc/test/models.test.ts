@@ -101,6 +101,28 @@ describe("frames", () => {
     expect(reader.push(Buffer.from([2, 0, 0, 0, 1, 0]))).toMatch(/shorter/)
   })
 
+  it("a decoded Notify owns its bytes: no alias of the frame, none of another notification (slab and large)", () => {
+    const sizes = [0, 1, 63, 64, 65, 4000, 4096, 4097, 70_000]
+    const decoded: Array<{ name: Uint8Array; msg: Uint8Array; fill: number; size: number }> = []
+    // enough rounds to roll the shared slab over several times
+    for (let round = 0; round < 40; round++) {
+      for (const [k, size] of sizes.entries()) {
+        const fill = (round * sizes.length + k) % 251
+        const w = new FrameWriter()
+        notificationCodec.encode(w, makeNotification(`n${fill}`, Buffer.alloc(size, fill)))
+        const body = w.take()
+        const n = notificationCodec.decode(body, 0, body.length) as { name: Uint8Array; msg: Uint8Array }
+        body.fill(0xee) // the frame buffer is reused by the reader: the notification must not change
+        decoded.push({ ...n, fill, size })
+      }
+    }
+    for (const d of decoded) {
+      expect(Buffer.from(d.name).toString()).toBe(`n${d.fill}`)
+      expect(d.msg.length).toBe(d.size)
+      expect(d.msg.every((b) => b === d.fill)).toBe(true)
+    }
+  })
+
   it("the Notify body codec rejects lengths that overrun or underfill the body", () => {
     const ok = Buffer.from([1, 0, 0, 0, 65, 2, 0, 0, 0, 66, 67])
     expect(notificationText(notificationCodec.decode(ok, 0, ok.length) as never)).toEqual({ name: "A", msg: "BC" })

@@ -9,7 +9,7 @@ export interface BodyCodec {
   readonly decode: (buf: Buffer, start: number, end: number) => unknown
 }
 
-const voidCodec: BodyCodec = {
+export const voidCodec: BodyCodec = {
   encode: () => {},
   decode: (_buf, start, end) => {
     if (start !== end) throw new Error(`expected an empty body, got ${end - start} bytes`)
@@ -19,6 +19,33 @@ const voidCodec: BodyCodec = {
 
 /** Bytes of a `Notify` body before its name and message: the two u32 lengths. */
 export const NOTIFY_OVERHEAD = 8
+
+/** Notifications up to this many bytes (name + message) are copied into a shared slab instead of a buffer of their own. */
+const SLAB_MAX = 4096
+const SLAB_BYTES = 64 * 1024
+let slab = new ArrayBuffer(SLAB_BYTES)
+let slabUsed = 0
+
+/**
+ * Copies `len` bytes of `buf` from `start` into memory of their own. Small copies are views on a shared slab (as
+ * Node's `Buffer` pool does): a fresh `ArrayBuffer` per 64-byte notification costs more than the rest of decoding.
+ */
+const copyOut = (buf: Buffer, start: number, len: number): Uint8Array => {
+  if (len > SLAB_MAX) {
+    const own = new Uint8Array(len)
+    own.set(buf.subarray(start, start + len))
+    return own
+  }
+  if (slabUsed + len > SLAB_BYTES) {
+    slab = new ArrayBuffer(SLAB_BYTES)
+    slabUsed = 0
+  }
+  const out = new Uint8Array(slab, slabUsed, len)
+  slabUsed = (slabUsed + len + 7) & ~7
+  if (len <= 64) for (let i = 0; i < len; i++) out[i] = buf[start + i] as number
+  else out.set(buf.subarray(start, start + len))
+  return out
+}
 
 /** TENT's notification wire payload: `[u32 name_len][name][u32 msg_len][msg]`, little-endian. */
 export const notificationCodec: BodyCodec = {
@@ -30,13 +57,19 @@ export const notificationCodec: BodyCodec = {
     w.bytes(n.msg)
   },
   decode: (buf, start, end) => {
-    const lengths = notificationLengths(buf, start, end)
-    if (lengths === undefined) throw new Error("malformed Notify body")
-    const copy = new Uint8Array(lengths.name + lengths.msg)
-    copy.set(buf.subarray(start + 4, start + 4 + lengths.name), 0)
-    copy.set(buf.subarray(start + 8 + lengths.name, end), lengths.name)
-    return { name: copy.subarray(0, lengths.name), msg: copy.subarray(lengths.name) }
+    const name = notifyNameLength(buf, start, end)
+    if (name < 0) throw new Error("malformed Notify body")
+    return { name: copyOut(buf, start + 4, name), msg: copyOut(buf, start + 8 + name, end - start - 8 - name) }
   }
+}
+
+/** The name length of a `Notify` body, or -1 when its two lengths do not fill it exactly. */
+export const notifyNameLength = (buf: Buffer, start: number, end: number): number => {
+  if (end - start < NOTIFY_OVERHEAD) return -1
+  const name = buf.readUInt32LE(start)
+  if (start + 8 + name > end) return -1
+  const msg = buf.readUInt32LE(start + 4 + name)
+  return start + 8 + name + msg === end ? name : -1
 }
 
 /** The name and message lengths of a `Notify` body, or undefined when they do not fill it exactly. */
@@ -45,12 +78,8 @@ export const notificationLengths = (
   start: number,
   end: number
 ): { readonly name: number; readonly msg: number } | undefined => {
-  if (end - start < NOTIFY_OVERHEAD) return undefined
-  const name = buf.readUInt32LE(start)
-  if (start + 8 + name > end) return undefined
-  const msg = buf.readUInt32LE(start + 4 + name)
-  if (start + 8 + name + msg !== end) return undefined
-  return { name, msg }
+  const name = notifyNameLength(buf, start, end)
+  return name < 0 ? undefined : { name, msg: end - start - NOTIFY_OVERHEAD - name }
 }
 
 const jsonCodec = (schema: Schema.Schema<unknown, unknown, never>): BodyCodec => {
