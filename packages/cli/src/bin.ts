@@ -5,11 +5,15 @@
  * @since 0.1.0
  */
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Effect, Logger } from "effect"
+import { Cause, Effect, Exit, Logger } from "effect"
 import { run } from "./Cli.js"
 
 run(process.argv).pipe(
   Effect.provide(NodeContext.layer),
   Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))),
-  NodeRuntime.runMain({ disableErrorReporting: false })
+  NodeRuntime.runMain({
+    // Interrupted (Ctrl-C, SIGTERM) → 130 once the finalizers ran; a defect → 1; otherwise the command's exit code.
+    teardown: (exit, onExit) =>
+      onExit(Exit.isSuccess(exit) ? Number(process.exitCode ?? 0) : Cause.isInterruptedOnly(exit.cause) ? 130 : 1)
+  })
 )
