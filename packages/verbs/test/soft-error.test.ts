@@ -78,6 +78,28 @@ describe("SoftVerbs ERR, RESET and CQ overflow (rules 5, 6, 8)", () => {
     })
   )
 
+  it.scopedLive("a QP destroyed right after a RECV completes still acknowledges it: the sender sees SUCCESS", () =>
+    Effect.gen(function* () {
+      const { a, b } = yield* makePair({ params: { timeout: 10, retryCnt: 2 } })
+      b.qp.postRecv(recvWr(b, 1, 0, 64))
+      a.qp.postSend(sendWr(a, 1, 0, 8))
+      expect((yield* pollN(b.cq, 1))[0]?.status).toBe(WcStatus.SUCCESS)
+      yield* b.qp.destroy
+      expect((yield* pollN(a.cq, 1))[0]?.status).toBe(WcStatus.SUCCESS)
+    })
+  )
+
+  it.scopedLive("a QP moved to ERR right after a RECV completes still acknowledges it", () =>
+    Effect.gen(function* () {
+      const { a, b } = yield* makePair({ params: { timeout: 10, retryCnt: 2 } })
+      b.qp.postRecv(recvWr(b, 1, 0, 64))
+      a.qp.postSend(sendWr(a, 1, 0, 8))
+      expect((yield* pollN(b.cq, 1))[0]?.status).toBe(WcStatus.SUCCESS)
+      yield* b.qp.modifyQp({ qpState: QpState.ERR }, M.STATE)
+      expect((yield* pollN(a.cq, 1))[0]?.status).toBe(WcStatus.SUCCESS)
+    })
+  )
+
   it.scopedLive("a CQ that overflows raises CQ_ERR once and loses no completion", () =>
     Effect.gen(function* () {
       const { a, b } = yield* makePair({ cqe: 4 })

@@ -152,9 +152,9 @@ export class SoftDevice implements QpHost, CqHost {
   /** Closes the socket; every QP is destroyed. */
   close(): Promise<void> {
     if (this.closed) return Promise.resolve()
-    this.closed = true
     for (const qp of this.qps.values()) qp.destroyNow()
     this.qps.clear()
+    this.closed = true
     return new Promise((resolve) => this.socket.close(() => resolve()))
   }
 

@@ -1176,6 +1176,9 @@ export class SoftQp implements QueuePair {
   }
 
   private moveTo(cur: QpState, next: QpState): void {
+    // A NIC acknowledges what it received within microseconds; SoftVerbs may still owe a coalesced ACK. Send it
+    // before the QP stops answering, or the peer retries what was delivered until its budget runs out.
+    if (next === QpState.RESET || next === QpState.ERR) this.sendAck()
     if (next === QpState.RESET) {
       this.reset()
       return
@@ -1221,6 +1224,7 @@ export class SoftQp implements QueuePair {
   /** Destroys the QP (as RESET, then unusable). */
   destroyNow(): void {
     if (this.destroyed) return
+    this.sendAck()
     this.reset()
     this.destroyed = true
   }
