@@ -7,6 +7,8 @@
  * - `notify_rtt_p99_us`: the 99th percentile of the same calls.
  * - `notify_calls_per_s`: 64 callers in one process, each calling in a loop; floor: 64 frames outstanding on one
  *   `node:net` connection. `ratio` = value / floor (1 = as fast as the floor).
+ * - `notify_rtt_us_fiber_handler`: as `notify_rtt_us`, but the server's handler returns `Effect.sync(..)` instead of
+ *   `Effect.void`, so it runs in a fiber of its own (an already-complete effect is answered without one); same floor.
  * - `*_stock`: the same over the stock @effect/rpc path (`RpcClient` + `NodeSocket`, `RpcServer` +
  *   `NodeSocketServer`, msgpack, tracing off), for comparison.
  *
@@ -188,6 +190,7 @@ export const run = (options: BenchOptions): Promise<ReadonlyArray<BenchResult>> 
       `rpc bench: server pid ${server.pid}, ports ${JSON.stringify(ports)}; ${calls} sequential calls, ${tputCalls} at ${CONCURRENCY} concurrent`
     )
     const note = makeNotification("bench", Buffer.alloc(MSG_BYTES, 1))
+    const fiberNote = makeNotification("fiber", Buffer.alloc(MSG_BYTES, 1))
     const results: Array<BenchResult> = []
 
     const floorAround = <A, E>(measure: Effect.Effect<A, E, Scope.Scope>) =>
@@ -245,10 +248,22 @@ export const run = (options: BenchOptions): Promise<ReadonlyArray<BenchResult>> 
         const call = agent.notify(address, note)
         const lat = yield* latencyOf(call, calls, warmup)
         const tput = yield* throughputOf(call, tputCalls)
-        return { lat, tput }
+        const fiber = yield* latencyOf(agent.notify(address, fiberNote), calls, warmup)
+        return { lat, tput, fiber }
       })
     )
     push("", lean.a.lat, lean.a.tput, lean)
+    results.push({
+      name: "notify_rtt_us_fiber_handler",
+      unit: "us",
+      value: lean.a.fiber.median,
+      better: "lower",
+      floor: lean.median,
+      ratio: lean.a.fiber.median / lean.median
+    })
+    log(
+      `  lean, handler in a fiber: rtt ${lean.a.fiber.median.toFixed(1)} us (floor ${lean.median.toFixed(1)}, ×${(lean.a.fiber.median / lean.median).toFixed(2)})`
+    )
 
     if (process.env.TENT_BENCH_RPC_LEAN_ONLY === "1") return results
     log("measuring stock RpcClient → stock server")
