@@ -1,6 +1,6 @@
 import { Rpc, RpcGroup } from "@effect/rpc"
 import { Schema } from "effect"
-import { BootstrapRejected, InvalidEntry, NotificationTooLarge } from "./Errors.js"
+import { BootstrapRejected, DataTooLarge, InvalidEntry, NotificationTooLarge, SegmentRangeInvalid } from "./Errors.js"
 import { BootstrapDesc, Notification, SegmentDesc } from "./Models.js"
 
 /** Exchange endpoint descriptors: the initiator sends its own, the peer replies with the one it accepted. */
@@ -42,3 +42,30 @@ export type SuccessOf<T extends ControlPlaneTag> = Rpc.Success<RpcOf<T>>
 export type ReplyErrorOf<T extends ControlPlaneTag> = Rpc.Error<RpcOf<T>>
 /** What the server needs in context: a handler for every RPC of the group. */
 export type ControlPlaneHandlers = Rpc.ToHandler<ControlPlaneRpcs>
+
+/**
+ * TENT's data RPCs (function ids 3 and 4), the TCP transport's data path. They live in a group of their own so the
+ * handlers of {@link ControlPlane} stay what they are: the server answers them itself from the memory its owner
+ * registered (`Server.make({ memory })`), with bounds checks.
+ */
+
+/** Write `data` into the peer's registered memory at `addr` (TENT `SendData`: 16-byte `{addr, len}` + data). */
+export const SendData = Rpc.make("SendData", {
+  payload: Schema.Struct({ addr: Schema.Number, data: Schema.Uint8ArrayFromSelf }),
+  error: Schema.Union(SegmentRangeInvalid, DataTooLarge)
+})
+
+/** Read `length` bytes of the peer's registered memory at `addr` (TENT `RecvData`: 16-byte header, data back). */
+export const RecvData = Rpc.make("RecvData", {
+  payload: Schema.Struct({ addr: Schema.Number, length: Schema.Number }),
+  success: Schema.Uint8ArrayFromSelf,
+  error: Schema.Union(SegmentRangeInvalid, DataTooLarge)
+})
+
+/** The data RPCs, `SendData` and `RecvData`. */
+export class DataPlane extends RpcGroup.make(SendData, RecvData) {}
+
+/** The name of one data RPC. */
+export type DataPlaneTag = RpcGroup.Rpcs<typeof DataPlane>["_tag"]
+/** The typed reply errors of the data RPCs. */
+export type DataReplyError = SegmentRangeInvalid | DataTooLarge

@@ -57,3 +57,23 @@ export class ServerError extends Data.TaggedError("ServerError")<{
   readonly message: string
   readonly cause?: unknown
 }> {}
+
+/**
+ * A `SendData` / `RecvData` range that is not inside memory the peer registered (TENT `onSendData`/`onRecvData`
+ * answer with error text). Nothing was read or written.
+ */
+export class SegmentRangeInvalid extends Schema.TaggedError<SegmentRangeInvalid>()("SegmentRangeInvalid", {
+  addr: Schema.Number,
+  length: Schema.Number,
+  message: Schema.String
+}) {}
+
+/** A `SendData` / `RecvData` of more bytes than `rpc/max_data_bytes`; refused before any buffer is allocated for it. */
+export class DataTooLarge extends Schema.TaggedError<DataTooLarge>()("DataTooLarge", {
+  size: Schema.Number,
+  max: Schema.Number
+}) {
+  override get message(): string {
+    return `data transfer of ${this.size} bytes exceeds the maximum of ${this.max} bytes`
+  }
+}

@@ -1,13 +1,19 @@
 import * as Net from "node:net"
 import { Context, Duration, Effect, Exit, Layer } from "effect"
-import type { ControlPlaneTag, PayloadOf, ReplyErrorOf, SuccessOf } from "./ControlPlane.js"
-import { NotificationTooLarge, TransportFailure, type TransportFailureReason } from "./Errors.js"
+import type { ControlPlaneTag, DataReplyError, PayloadOf, ReplyErrorOf, SuccessOf } from "./ControlPlane.js"
+import {
+  DataTooLarge,
+  NotificationTooLarge,
+  SegmentRangeInvalid,
+  TransportFailure,
+  type TransportFailureReason
+} from "./Errors.js"
 import { parseAddress } from "./internal/address.js"
-import { type RpcSpec, specByTag, voidCodec } from "./internal/codec.js"
+import { DATA_HEADER, dataSpecByTag, type RpcSpec, specByTag, voidCodec } from "./internal/codec.js"
 import { FrameReader, Kind } from "./internal/frame.js"
 import { FramedSocket } from "./internal/framed.js"
 import type { BootstrapDesc, Notification, SegmentDesc } from "./Models.js"
-import { RpcConfig, type RpcSettings } from "./RpcConfig.js"
+import { defaults, RpcConfig, type RpcSettings } from "./RpcConfig.js"
 import { maxFrameBytes } from "./Server.js"
 
 /** Per-call options of {@link RpcAgentShape.call}. */
@@ -15,6 +21,9 @@ export interface CallOptions {
   /** Overrides the configured timeout of this RPC (the wait for the reply, after the connection is up). */
   readonly timeout?: Duration.DurationInput | undefined
 }
+
+/** What a data call can fail with: the peer's typed refusal, `DataTooLarge`, or a {@link TransportFailure}. */
+export type DataCallError = DataReplyError | TransportFailure
 
 /** What a call can fail with: the peer's typed reply error, or a {@link TransportFailure}. Nothing else. */
 export type CallError<T extends ControlPlaneTag> = ReplyErrorOf<T> | TransportFailure
@@ -51,6 +60,23 @@ export interface RpcAgentShape {
   ) => Effect.Effect<SegmentDesc, CallError<"GetSegmentDesc">>
   /** `Probe` with `rpc/request_timeout_ms`. */
   readonly probe: (address: string, options?: CallOptions) => Effect.Effect<void, TransportFailure>
+  /**
+   * `SendData` with `rpc/request_timeout_ms`: writes `data` into the peer's registered memory at `addr`. More than
+   * `rpc/max_data_bytes` fails with `DataTooLarge` without sending.
+   */
+  readonly sendData: (
+    address: string,
+    addr: number,
+    data: Uint8Array,
+    options?: CallOptions
+  ) => Effect.Effect<void, DataCallError>
+  /** `RecvData` with `rpc/request_timeout_ms`: `length` bytes of the peer's registered memory at `addr`. */
+  readonly recvData: (
+    address: string,
+    addr: number,
+    length: number,
+    options?: CallOptions
+  ) => Effect.Effect<Uint8Array, DataCallError>
   /** Closes the connection to `address` if there is one; its pending calls fail with reason `Closed`. */
   readonly disconnect: (address: string) => Effect.Effect<void>
   /** Peer addresses with a connection (open or opening). */
@@ -371,7 +397,8 @@ class Connection {
 export const make: Effect.Effect<RpcAgentShape, never, RpcConfig | import("effect/Scope").Scope> = Effect.gen(
   function* () {
     const settings = yield* RpcConfig
-    const maxFrame = maxFrameBytes(settings.maxNotifyBytes)
+    const maxDataBytes = settings.maxDataBytes ?? defaults.max_data_bytes
+    const maxFrame = maxFrameBytes(Math.max(settings.maxNotifyBytes, maxDataBytes + DATA_HEADER))
     const connections = new Map<string, Connection>()
     let closed = false
     const onDead = (c: Connection) => {
@@ -429,8 +456,35 @@ export const make: Effect.Effect<RpcAgentShape, never, RpcConfig | import("effec
       }) as Effect.Effect<SuccessOf<T>, CallError<T>>
     }
 
+    /** One data call: the size is checked before anything is encoded or a connection is opened. */
+    const dataCall = <A>(
+      address: string,
+      spec: RpcSpec,
+      payload: unknown,
+      size: number,
+      options: CallOptions | undefined
+    ): Effect.Effect<A, DataCallError> => {
+      const { addr } = payload as { readonly addr: number }
+      if (!Number.isSafeInteger(addr) || addr < 0 || !Number.isSafeInteger(size) || size < 0) {
+        return Effect.fail(
+          new SegmentRangeInvalid({ addr, length: size, message: "address and length must be non-negative integers" })
+        )
+      }
+      if (size > maxDataBytes) return Effect.fail(new DataTooLarge({ size, max: maxDataBytes }))
+      const timeoutMs = options?.timeout === undefined ? settings.requestTimeoutMs : Duration.toMillis(options.timeout)
+      return Effect.async<unknown, unknown>((resume) => {
+        const c = connection(address)
+        if (c instanceof TransportFailure) return resume(Exit.fail(c))
+        return c.call(spec, payload, timeoutMs, resume)
+      }) as Effect.Effect<A, DataCallError>
+    }
+
     return {
       call,
+      sendData: (address, addr, data, options) =>
+        dataCall<void>(address, dataSpecByTag.SendData, { addr, data }, data.length, options),
+      recvData: (address, addr, length, options) =>
+        dataCall<Uint8Array>(address, dataSpecByTag.RecvData, { addr, length }, length, options),
       bootstrap: (address, desc, options) => call(address, "Bootstrap", desc, options),
       notify: (address, notification, options) => call(address, "Notify", notification, options),
       getSegmentDesc: (address, options) => call(address, "GetSegmentDesc", undefined, options),

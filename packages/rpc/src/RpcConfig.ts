@@ -15,6 +15,8 @@ export interface RpcSettings {
   readonly connectTimeoutMs: number
   /** `rpc/max_notify_bytes`: the largest `Notify` (name + message bytes) sent or accepted. */
   readonly maxNotifyBytes: number
+  /** `rpc/max_data_bytes`: the largest `SendData` / `RecvData` sent or served (absent → 16 MiB). */
+  readonly maxDataBytes?: number | undefined
 }
 
 /** The defaults, keyed as in the engine's JSON config under `rpc`. */
@@ -23,7 +25,8 @@ export const defaults = {
   bootstrap_timeout_ms: -1,
   notify_timeout_ms: -1,
   connect_timeout_ms: -1,
-  max_notify_bytes: 16 * 1024 * 1024
+  max_notify_bytes: 16 * 1024 * 1024,
+  max_data_bytes: 16 * 1024 * 1024
 } as const
 
 /** -1 → {@link LIBRARY_DEFAULT_TIMEOUT_MS}; anything else as it is. */
@@ -54,6 +57,11 @@ export const config: Config.Config<RpcSettings> = Config.all({
     Config.validate({ message: "must be a positive number of bytes", validation: (n) => n > 0 }),
     Config.withDefault(defaults.max_notify_bytes),
     Config.withDescription("largest Notify (name + message bytes) sent or accepted")
+  ),
+  maxDataBytes: Config.integer("max_data_bytes").pipe(
+    Config.validate({ message: "must be a positive number of bytes", validation: (n) => n > 0 }),
+    Config.withDefault(defaults.max_data_bytes),
+    Config.withDescription("largest SendData / RecvData sent or served")
   )
 }).pipe(Config.nested("rpc"))
 
@@ -68,7 +76,8 @@ export const layer = (values: Partial<Record<keyof typeof defaults, number>> = {
     bootstrapTimeoutMs: resolveTimeout(v.bootstrap_timeout_ms),
     notifyTimeoutMs: resolveTimeout(v.notify_timeout_ms),
     connectTimeoutMs: resolveTimeout(v.connect_timeout_ms),
-    maxNotifyBytes: v.max_notify_bytes
+    maxNotifyBytes: v.max_notify_bytes,
+    maxDataBytes: v.max_data_bytes
   })
 }
 

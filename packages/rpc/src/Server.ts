@@ -3,9 +3,18 @@ import { Headers } from "@effect/platform"
 import { Rpc, RpcMessage, RpcSchema, RpcServer } from "@effect/rpc"
 import { Cause, Config, Context, Effect, Exit, type Fiber, FiberId, Layer, Runtime } from "effect"
 import { ControlPlane, type ControlPlaneHandlers, type ControlPlaneRpcs } from "./ControlPlane.js"
-import { NotificationTooLarge, ServerError } from "./Errors.js"
+import { DataTooLarge, NotificationTooLarge, SegmentRangeInvalid, ServerError } from "./Errors.js"
 import { formatAddress } from "./internal/address.js"
-import { NOTIFY_OVERHEAD, notifyNameLength, type RpcSpec, specByTag, specs } from "./internal/codec.js"
+import {
+  allSpecs,
+  DATA_HEADER,
+  dataHeader,
+  dataSpecByTag,
+  NOTIFY_OVERHEAD,
+  notifyNameLength,
+  type RpcSpec,
+  specByTag
+} from "./internal/codec.js"
 import { FrameReader, Kind } from "./internal/frame.js"
 import { FramedSocket } from "./internal/framed.js"
 import { defaults, RpcConfig } from "./RpcConfig.js"
@@ -16,6 +25,30 @@ export interface ServerAddressShape {
   readonly port: number
   /** `host:port`: the segment name under the peer registry. */
   readonly address: string
+  /** What `SendData` / `RecvData` did on this server (absent on servers from other builds). */
+  readonly data?: DataStats | undefined
+}
+
+/**
+ * Where `SendData` / `RecvData` land: the owner's registered memory. `lookup(addr, length)` returns the buffer that
+ * holds all of `[addr, addr + length)` and the offset of `addr` in it, or undefined when no registered region holds
+ * the whole range. Called synchronously on the server's connection handler: keep it plain code.
+ */
+export interface SegmentMemory {
+  readonly lookup: (
+    addr: number,
+    length: number
+  ) => { readonly buffer: Uint8Array; readonly offset: number } | undefined
+}
+
+/** Counters of the data RPCs on one server. */
+export interface DataStats {
+  /** `SendData` calls that wrote their bytes. */
+  sent: number
+  /** `RecvData` calls that were answered with bytes. */
+  received: number
+  /** Calls refused with a typed error: out of range, unregistered, too large, no memory. */
+  rejected: number
 }
 
 /** The bound address of the control-plane server of this process. */
@@ -29,6 +62,10 @@ export interface ServerOptions {
   readonly port?: number | undefined
   /** Largest `Notify` (name + message bytes) accepted; larger ones get `NotificationTooLarge`. Default 16 MiB. */
   readonly maxNotifyBytes?: number | undefined
+  /** Largest `SendData` / `RecvData` served; larger ones get `DataTooLarge`. Default 16 MiB. */
+  readonly maxDataBytes?: number | undefined
+  /** The memory `SendData` writes and `RecvData` reads; without it both are refused with `SegmentRangeInvalid`. */
+  readonly memory?: SegmentMemory | undefined
 }
 
 /** Frame bytes allowed beyond the largest notification: names, and the JSON of the other RPCs. */
@@ -74,7 +111,10 @@ export const make = (
     const host = options.host ?? "127.0.0.1"
     const port = options.port ?? 0
     const maxNotifyBytes = options.maxNotifyBytes ?? defaults.max_notify_bytes
-    const maxFrame = maxFrameBytes(maxNotifyBytes)
+    const maxDataBytes = options.maxDataBytes ?? defaults.max_data_bytes
+    const maxFrame = maxFrameBytes(Math.max(maxNotifyBytes, maxDataBytes + DATA_HEADER))
+    const memory = options.memory
+    const dataStats: DataStats = { sent: 0, received: 0, rejected: 0 }
     const clients = new Map<number, Client>()
     let nextClientId = 1
 
@@ -171,6 +211,87 @@ export const make = (
       })
     }
 
+    const sendDataSpec = dataSpecByTag.SendData
+    const recvDataSpec = dataSpecByTag.RecvData
+
+    const refuse = (client: Client, id: number, spec: RpcSpec, error: SegmentRangeInvalid | DataTooLarge): void => {
+      dataStats.rejected++
+      const w = client.framed.writer
+      w.begin(Kind.Failure, id)
+      spec.error.encode(w, error)
+      w.end()
+      client.framed.flushSoon()
+    }
+
+    /**
+     * The registered region holding `[addr, addr + length)`, checked again here (a lookup that answers a range its
+     * buffer does not hold is refused, never written past), or the typed error to reply with.
+     */
+    const resolveRange = (
+      addr: number,
+      length: number
+    ): { readonly buffer: Uint8Array; readonly offset: number } | SegmentRangeInvalid | DataTooLarge => {
+      if (addr < 0 || length < 0)
+        return new SegmentRangeInvalid({ addr, length, message: "address or length is not a safe u64" })
+      if (length > maxDataBytes) return new DataTooLarge({ size: length, max: maxDataBytes })
+      if (memory === undefined)
+        return new SegmentRangeInvalid({ addr, length, message: "this server has no registered memory" })
+      let found: { readonly buffer: Uint8Array; readonly offset: number } | undefined
+      try {
+        found = memory.lookup(addr, length)
+      } catch {
+        found = undefined
+      }
+      if (
+        found === undefined ||
+        !Number.isSafeInteger(found.offset) ||
+        found.offset < 0 ||
+        found.offset + length > found.buffer.length
+      ) {
+        return new SegmentRangeInvalid({
+          addr,
+          length,
+          message: `[${addr}, +${length}) is not inside a registered buffer`
+        })
+      }
+      return found
+    }
+
+    /** TENT `onSendData`: the header, then the bytes copied straight from the frame into the registered memory. */
+    const onSendData = (client: Client, id: number, buf: Buffer, start: number, end: number): void => {
+      const h = dataHeader(buf, start, end)
+      if (h === undefined) throw new Error("malformed SendData body")
+      if (h.length >= 0 && h.length !== end - start - DATA_HEADER) throw new Error("malformed SendData body")
+      const target = resolveRange(h.addr, h.length)
+      if (target instanceof SegmentRangeInvalid || target instanceof DataTooLarge) {
+        refuse(client, id, sendDataSpec, target)
+        return
+      }
+      buf.copy(target.buffer, target.offset, start + DATA_HEADER, end)
+      dataStats.sent++
+      const w = client.framed.writer
+      w.begin(Kind.Success, id)
+      w.end()
+      client.framed.flushSoon()
+    }
+
+    /** TENT `onRecvData`: the size is checked before anything is allocated; the bytes go out in the reply frame. */
+    const onRecvData = (client: Client, id: number, buf: Buffer, start: number, end: number): void => {
+      const h = dataHeader(buf, start, end)
+      if (h === undefined || end - start !== DATA_HEADER) throw new Error("malformed RecvData body")
+      const source = resolveRange(h.addr, h.length)
+      if (source instanceof SegmentRangeInvalid || source instanceof DataTooLarge) {
+        refuse(client, id, recvDataSpec, source)
+        return
+      }
+      dataStats.received++
+      const w = client.framed.writer
+      w.begin(Kind.Success, id)
+      w.bytes(source.buffer.subarray(source.offset, source.offset + h.length))
+      w.end()
+      client.framed.flushSoon()
+    }
+
     const onFrame = (client: Client, buf: Buffer, start: number, end: number): void => {
       const kind = buf[start]
       const id = buf.readUInt32LE(start + 1)
@@ -178,10 +299,18 @@ export const make = (
       switch (kind) {
         case Kind.Request: {
           if (body >= end) throw new Error("request without an RPC index")
-          const spec = specs[buf[body] as number]
+          const spec = allSpecs[buf[body] as number]
           if (spec === undefined) throw new Error(`unknown RPC index ${buf[body]}`)
           if (client.inflight.has(id) || client.fibers.has(id))
             throw new Error(`request id ${id} reused while in flight`)
+          if (spec === sendDataSpec) {
+            onSendData(client, id, buf, body + 1, end)
+            return
+          }
+          if (spec === recvDataSpec) {
+            onRecvData(client, id, buf, body + 1, end)
+            return
+          }
           if (spec === notifySpec) {
             if (notifyNameLength(buf, body + 1, end) < 0) throw new Error("malformed Notify body")
             const size = end - body - 1 - NOTIFY_OVERHEAD
@@ -204,7 +333,7 @@ export const make = (
             rpc.write(client.id, {
               _tag: "Request",
               id: RpcMessage.RequestId(BigInt(id)),
-              tag: spec.tag,
+              tag: spec.tag as ControlPlaneRpcs["_tag"],
               payload: payload as never,
               headers: Headers.empty
             })
@@ -295,7 +424,12 @@ export const make = (
         })
     )
     const bound = server.address() as Net.AddressInfo
-    return { host: bound.address, port: bound.port, address: formatAddress(bound.address, bound.port) }
+    return {
+      host: bound.address,
+      port: bound.port,
+      address: formatAddress(bound.address, bound.port),
+      data: dataStats
+    }
   })
 
 /**
@@ -339,7 +473,7 @@ export const layerConfig: Layer.Layer<
       }),
       Config.withDefault(0)
     )
-    const { maxNotifyBytes } = yield* RpcConfig
-    return yield* make({ host, port, maxNotifyBytes })
+    const { maxDataBytes, maxNotifyBytes } = yield* RpcConfig
+    return yield* make({ host, port, maxNotifyBytes, maxDataBytes })
   })
 )

@@ -144,7 +144,8 @@ describe("RpcConfig", () => {
         bootstrapTimeoutMs: 30_000,
         notifyTimeoutMs: 30_000,
         connectTimeoutMs: 30_000,
-        maxNotifyBytes: 16 * 1024 * 1024
+        maxNotifyBytes: 16 * 1024 * 1024,
+        maxDataBytes: 16 * 1024 * 1024
       })
     })
   )

@@ -1,7 +1,7 @@
 import { Schema } from "effect"
-import { ControlPlane, type ControlPlaneTag } from "../ControlPlane.js"
+import { ControlPlane, type ControlPlaneTag, DataPlane, type DataPlaneTag } from "../ControlPlane.js"
 import { Notification } from "../Models.js"
-import type { FrameWriter } from "./frame.js"
+import { type FrameWriter, readU64 } from "./frame.js"
 
 /** Encodes one value into a frame's body, and decodes it back. Both may throw on a value that does not fit. */
 export interface BodyCodec {
@@ -99,7 +99,7 @@ const codecFor = (schema: Schema.Schema.Any | Schema.Schema.All): BodyCodec => {
 
 /** How one RPC of the group travels: its index on the wire and the codecs of its payload, success and error. */
 export interface RpcSpec {
-  readonly tag: ControlPlaneTag
+  readonly tag: ControlPlaneTag | DataPlaneTag
   readonly index: number
   readonly payload: BodyCodec
   readonly success: BodyCodec
@@ -117,3 +117,75 @@ export const specs: ReadonlyArray<RpcSpec> = Array.from(ControlPlane.requests.va
 
 /** {@link specs} by tag. */
 export const specByTag = Object.fromEntries(specs.map((s) => [s.tag, s])) as Record<ControlPlaneTag, RpcSpec>
+
+/** Bytes of TENT's data header: `{u64 le addr, u64 le len}`. */
+export const DATA_HEADER = 16
+
+/** The `{addr, len}` header of a `SendData`/`RecvData` body, or undefined when the body is too short. */
+export const dataHeader = (
+  buf: Buffer,
+  start: number,
+  end: number
+): { readonly addr: number; readonly length: number } | undefined =>
+  end - start < DATA_HEADER ? undefined : { addr: readU64(buf, start), length: readU64(buf, start + 8) }
+
+const checkedU64 = (v: unknown, what: string): number => {
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) throw new Error(`${what} must be a u64, got ${v}`)
+  return v
+}
+
+/** `SendData`: `[u64 addr][u64 len][data]`. */
+const sendDataCodec: BodyCodec = {
+  encode: (w, value) => {
+    const v = value as { readonly addr: number; readonly data: Uint8Array }
+    w.u64(checkedU64(v.addr, "addr"))
+    w.u64(v.data.length)
+    w.bytes(v.data)
+  },
+  decode: (buf, start, end) => {
+    const h = dataHeader(buf, start, end)
+    if (h === undefined || h.addr < 0 || h.length !== end - start - DATA_HEADER)
+      throw new Error("malformed SendData body")
+    return { addr: h.addr, data: new Uint8Array(buf.subarray(start + DATA_HEADER, end)) }
+  }
+}
+
+/** `RecvData`: `[u64 addr][u64 len]`. */
+const recvDataCodec: BodyCodec = {
+  encode: (w, value) => {
+    const v = value as { readonly addr: number; readonly length: number }
+    w.u64(checkedU64(v.addr, "addr"))
+    w.u64(checkedU64(v.length, "length"))
+  },
+  decode: (buf, start, end) => {
+    const h = dataHeader(buf, start, end)
+    if (h === undefined || end - start !== DATA_HEADER || h.addr < 0 || h.length < 0)
+      throw new Error("malformed RecvData body")
+    return h
+  }
+}
+
+/** Raw bytes (the `RecvData` reply): copied out of the frame, which is reused. */
+const rawCodec: BodyCodec = {
+  encode: (w, value) => w.bytes(value as Uint8Array),
+  decode: (buf, start, end) => {
+    const out = new Uint8Array(end - start)
+    out.set(buf.subarray(start, end))
+    return out
+  }
+}
+
+/** The data RPCs, on the wire after the {@link specs} of the control plane (indices 4 and 5). */
+export const dataSpecs: ReadonlyArray<RpcSpec> = Array.from(DataPlane.requests.values(), (rpc, i) => ({
+  tag: rpc._tag as DataPlaneTag,
+  index: specs.length + i,
+  payload: rpc._tag === "SendData" ? sendDataCodec : recvDataCodec,
+  success: rpc._tag === "SendData" ? voidCodec : rawCodec,
+  error: codecFor(rpc.errorSchema)
+}))
+
+/** Every RPC a server answers, by wire index. */
+export const allSpecs: ReadonlyArray<RpcSpec> = [...specs, ...dataSpecs]
+
+/** {@link dataSpecs} by tag. */
+export const dataSpecByTag = Object.fromEntries(dataSpecs.map((s) => [s.tag, s])) as Record<DataPlaneTag, RpcSpec>

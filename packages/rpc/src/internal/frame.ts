@@ -149,6 +149,14 @@ export class FrameWriter {
     this.length += 4
   }
 
+  /** A u64 little-endian from a safe integer (two u32 halves). */
+  u64(v: number): void {
+    this.ensure(8)
+    this.buf.writeUInt32LE((v % 0x1_0000_0000) >>> 0, this.length)
+    this.buf.writeUInt32LE(Math.floor(v / 0x1_0000_0000) >>> 0, this.length + 4)
+    this.length += 8
+  }
+
   bytes(src: Uint8Array): void {
     this.ensure(src.length)
     this.buf.set(src, this.length)
@@ -176,4 +184,11 @@ export class FrameWriter {
     this.buf.copy(next, 0, 0, this.length)
     this.buf = next
   }
+}
+
+/** A u64 little-endian at `at` as a number, or -1 when it is above `Number.MAX_SAFE_INTEGER`. */
+export const readU64 = (buf: Buffer, at: number): number => {
+  const lo = buf.readUInt32LE(at)
+  const hi = buf.readUInt32LE(at + 4)
+  return hi > 0x1f_ffff ? -1 : hi * 0x1_0000_0000 + lo
 }
