@@ -1,12 +1,13 @@
 /**
  * `RdmaTransport`, as TENT `main`'s: the opened devices (each with a protection domain, a notify CQ and data CQs),
- * an endpoint store per device, the transport-wide QP-number table of notify QPs, the notify poller fiber, the
- * bootstrap acceptor, and `sendNotification` over the first enabled local device to the peer's NIC 0.
+ * an endpoint store per device, the transport-wide QP-number table of notify QPs, the notify poller, the bootstrap
+ * acceptor, and `sendNotification` over the first enabled local device to the peer's NIC 0.
  *
- * The notify poller is one fiber per transport: it polls every notify CQ 16 completions a pass, maps each completion
- * to its endpoint through the QP-number table, decodes RECVs into the inbox and reposts the receive, and counts what
- * it drops (`unknownQp`, `malformed`, `flushed`, `notifyErrors`). It sleeps on the CQs' completion channel instead of
- * TENT's 10 µs `usleep` loop. Bad input is counted, never thrown.
+ * The notify poller is one per transport: it polls every notify CQ 16 completions a pass, maps each completion to its
+ * endpoint through the QP-number table, decodes RECVs into the inbox and reposts the receive, and counts what it
+ * drops (`unknownQp`, `malformed`, `flushed`, `notifyErrors`). It runs as the CQs' completion-channel listener
+ * (synchronously, where the completion is announced) instead of TENT's thread with its 10 µs `usleep` loop, so a
+ * notification reaches the inbox without a fiber wake-up. Bad input is counted, never thrown.
  *
  * @since 0.1.0
  */
@@ -369,29 +370,31 @@ export const make = (deps: RdmaTransportDeps): Effect.Effect<RdmaTransport | und
       return total
     }
 
-    const notifyWake = new Signal()
-    const pauseSignal = new Signal()
+    // The completion channel's listener is the poller: SoftVerbs (and the ibverbs channel) call it synchronously once
+    // armed, so completions are handled where they are announced, without waking a fiber. A run polls every notify CQ
+    // 16 completions a pass until all are empty, re-arms them and polls once more (a completion between the last
+    // pass and the arm is not missed). While paused (test hook) the listener leaves the CQs unpolled and unarmed;
+    // resuming runs the passes at once, from the resuming fiber.
     let paused = false
-    for (const d of devices) d.notifyCq.setNotify(() => notifyWake.notify())
-
-    const notifyPoller = Effect.gen(function* () {
-      let busy = 0
-      for (;;) {
-        if (paused) {
-          yield* pauseSignal.wait(pauseSignal.current)
-          continue
+    let running = false
+    const notifyRun = (): void => {
+      if (paused || running) return
+      running = true
+      try {
+        for (;;) {
+          if (notifyPass() > 0) {
+            if (paused) return
+            continue
+          }
+          for (const d of devices) d.notifyCq.reqNotifyCq()
+          if (notifyPass() === 0 || paused) return
         }
-        if (notifyPass() > 0) {
-          if (++busy % 64 === 0) yield* Effect.yieldNow()
-          continue
-        }
-        const seen = notifyWake.current
-        for (const d of devices) d.notifyCq.reqNotifyCq()
-        if (notifyPass() > 0) continue
-        yield* notifyWake.wait(seen)
+      } finally {
+        running = false
       }
-    })
-    yield* Effect.forkScoped(notifyPoller)
+    }
+    for (const d of devices) d.notifyCq.setNotify(notifyRun)
+    notifyRun()
 
     // -----------------------------------------------------------------------------------------------------------------
     // Data CQ pollers: one fiber per device, completions handed to the data path.
@@ -609,10 +612,7 @@ export const make = (deps: RdmaTransportDeps): Effect.Effect<RdmaTransport | und
       pauseNotifyPoller: (p) =>
         Effect.sync(() => {
           paused = p
-          if (!p) {
-            pauseSignal.notify()
-            notifyWake.notify()
-          }
+          if (!p) notifyRun()
         }),
       retire: (localNic, peerNicPath) =>
         Effect.suspend(() => {
