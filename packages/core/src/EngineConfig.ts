@@ -62,6 +62,7 @@ export const keys = {
   "rpc/notify_timeout_ms": int(-1, "Notify timeout in ms; -1 = library default (30 s)", timeoutMs),
   "rpc/connect_timeout_ms": int(-1, "connect timeout in ms; -1 = library default (30 s)", timeoutMs),
   "rpc/max_notify_bytes": int(16 * 1024 * 1024, "largest Notify (name + message) sent or accepted", positive),
+  "rpc/max_data_bytes": int(16 * 1024 * 1024, "largest SendData / RecvData (TCP transfers) sent or served", positive),
   "transports/rdma/enable": { kind: "bool", default: true, description: "install the RDMA transport" },
   "transports/tcp/enable": { kind: "bool", default: true, description: "install the TCP transport" },
   "transports/rdma/num_lanes": int(6, "data QPs per endpoint (TENT num_lanes / qp_mul_factor)", {

@@ -24,7 +24,7 @@ import {
   type TransportFailure
 } from "@tent/rpc"
 import { AccessFlags, type DeviceNotFound, type MemoryRegion, type RdmaError, Verbs } from "@tent/verbs"
-import { Channel, Chunk, Context, Effect, Layer, Scope, Stream } from "effect"
+import { Chunk, Context, Effect, Layer, Scope, Stream } from "effect"
 import { Dedup } from "./Dedup.js"
 import * as EngineConfig from "./EngineConfig.js"
 import { type EndpointUnavailable, NotificationNotSupported, SegmentNotFound } from "./Errors.js"
@@ -112,6 +112,25 @@ export interface TransferEngineShape {
 /** The transfer engine. */
 export class TransferEngine extends Context.Tag("@tent/core/TransferEngine")<TransferEngine, TransferEngineShape>() {}
 
+/** The region holding `[addr, addr + length)` and the offset of `addr` in it (the server's `SendData` lookup). */
+const lookupRegion = (
+  regions: ReadonlyArray<{ readonly buffer: Buffer; readonly addr: number }>,
+  addr: number,
+  length: number
+): { readonly buffer: Buffer; readonly offset: number } | undefined => {
+  for (const r of regions)
+    if (addr >= r.addr && addr + length <= r.addr + r.buffer.length) return { buffer: r.buffer, offset: addr - r.addr }
+  return undefined
+}
+
+/** Addresses for memory no device registered (no RDMA): distinct, page-aligned, one free page between regions. */
+let virtualNext = 0x10_0000_0000
+const nextVirtualAddr = (length: number): number => {
+  const addr = virtualNext
+  virtualNext += Math.ceil(length / 4096) * 4096 + 4096
+  return addr
+}
+
 /** Builds the engine in the current scope. */
 export const make = Effect.gen(function* () {
   const settings = yield* EngineConfig.EngineConfig
@@ -158,10 +177,15 @@ export const make = Effect.gen(function* () {
   })
   const scope = yield* Effect.scope
   const handlerContext = yield* Layer.buildWithScope(handlers, scope)
+  // Local segment: memory registered on every device (and served to `SendData` / `RecvData` by the control plane).
+  const regions: Array<{ readonly buffer: Buffer; readonly mrs: ReadonlyArray<MemoryRegion>; readonly addr: number }> =
+    []
   const server = yield* Server.make({
     host: settings.rpcServerHostname,
     port: settings.rpcServerPort,
-    maxNotifyBytes: rpcSettings.maxNotifyBytes
+    maxNotifyBytes: rpcSettings.maxNotifyBytes,
+    maxDataBytes: rpcSettings.maxDataBytes,
+    memory: { lookup: (addr, length) => lookupRegion(regions, addr, length) }
   }).pipe(Effect.provide(handlerContext))
   const segmentName = settings.localSegmentName === "" ? server.address : settings.localSegmentName
 
@@ -191,8 +215,6 @@ export const make = Effect.gen(function* () {
   }
   if (rdma !== undefined) inbound.bootstrap = rdma.onBootstrap
 
-  // Local segment: memory registered on every device.
-  const regions: Array<{ readonly buffer: Buffer; readonly mrs: ReadonlyArray<MemoryRegion> }> = []
   const deviceDescs: ReadonlyArray<DeviceDesc> = (rdma?.devices ?? []).map((d) => ({
     name: d.name,
     lid: 0,
@@ -204,9 +226,10 @@ export const make = Effect.gen(function* () {
     devices: deviceDescs,
     buffers: regions.map(
       (r): BufferDesc => ({
-        addr: r.mrs[0]?.addr ?? 0,
+        addr: r.addr,
         length: r.buffer.length,
-        rkey: r.mrs.map((m) => m.rkey)
+        rkey: r.mrs.map((m) => m.rkey),
+        transports: [...(r.mrs.length > 0 ? ["rdma"] : []), ...(tcp !== undefined ? ["tcp"] : [])]
       })
     )
   })
@@ -215,8 +238,9 @@ export const make = Effect.gen(function* () {
     Effect.gen(function* () {
       const mrs: Array<MemoryRegion> = []
       for (const d of rdma?.devices ?? []) mrs.push(yield* Scope.extend(d.pd.regMr(buffer, access), scope))
-      regions.push({ buffer, mrs })
-      return { addr: mrs[0]?.addr ?? 0, length: buffer.length, buffer }
+      const addr = mrs[0]?.addr ?? nextVirtualAddr(buffer.length)
+      regions.push({ buffer, mrs, addr })
+      return { addr, length: buffer.length, buffer }
     })
 
   // Segment handles (TENT `openSegment`): 0 is this engine.
@@ -273,11 +297,6 @@ export const make = Effect.gen(function* () {
     return got.length > 0 ? Effect.succeed(Chunk.unsafeFromArray(got)) : Effect.zipRight(signal.wait(seen), nextChunk)
   })
 
-  // One channel step per chunk taken from the inboxes, run in the consumer's fiber (no element-wise re-chunking).
-  const notifications: Stream.Stream<Notification> = Stream.fromChannel(
-    Channel.repeated(Channel.flatMap(Channel.fromEffect(nextChunk), Channel.write))
-  )
-
   const transfers = yield* Transfers.make({
     settings,
     rdma,
@@ -286,6 +305,7 @@ export const make = Effect.gen(function* () {
     resolve: (name) => cache.get(name),
     refresh: (name) => Effect.zipRight(cache.invalidate(name), cache.get(name)),
     localRegions: () => regions,
+    tcp,
     sendNotification: (name, n) => sendNotification(name, n)
   })
 
@@ -301,7 +321,7 @@ export const make = Effect.gen(function* () {
     freeBatch: transfers.freeBatch,
     sendNotification,
     receiveNotifications: Effect.sync(drain),
-    notifications,
+    notifications: Stream.flattenChunks(Stream.repeatEffect(nextChunk)),
     rdma,
     tcp
   } satisfies TransferEngineShape

@@ -14,10 +14,20 @@
  * `getTransferStatus` or the progress fiber; a failed batch never notifies; a failed hook is retried on the next
  * poll.
  *
+ * Transport per request, TENT's `getTransportType`: the first transport in the target buffer's `transports` list
+ * (its registration order, RDMA before TCP; a descriptor without the list offers both) that this engine has
+ * installed. So TCP carries a request when this engine has no RDMA (`transports/rdma/enable: false`, or no device)
+ * or the target buffer was not registered with RDMA. Over TCP a request is split into the same slices; each is one
+ * `SendData` (WRITE) or `RecvData` (READ) call, run by `transports/tcp/max_concurrent_tasks` worker fibers, retried
+ * after a `TransportFailure` up to `transports/tcp/max_retry_count` attempts with a doubling delay from
+ * `retry_base_delay_ms` capped at `retry_max_delay_ms` (TENT `doTransferWithRetry`); a typed refusal of the peer
+ * fails the slice at once. A failed slice fails its task and the batch (`BatchStatus.error` says why); the submit
+ * hooks work the same for both transports.
+ *
  * @since 0.1.0
  */
 import type { RailHealth } from "@tent/health"
-import type { InvalidEntry, Notification, SegmentDesc, TransportFailure } from "@tent/rpc"
+import type { BufferDesc, InvalidEntry, Notification, SegmentDesc, TransportFailure } from "@tent/rpc"
 import { type MemoryRegion, SendFlags, type SendWr, WcStatus, type WorkCompletion, WrOpcode } from "@tent/verbs"
 import { Effect, Queue, type Scope } from "effect"
 import type { EngineSettings } from "./EngineConfig.js"
@@ -25,6 +35,7 @@ import { BatchNotFound, InvalidRequest, type SegmentNotFound } from "./Errors.js
 import { Signal } from "./internal/Inbox.js"
 import type { RdmaEndpoint } from "./RdmaEndpoint.js"
 import type { RdmaDevice, RdmaTransport } from "./RdmaTransport.js"
+import type { TcpDataError, TcpTransport } from "./TcpTransport.js"
 
 /** One transfer request (TENT `Request`). */
 export interface TransferRequest {
@@ -46,7 +57,12 @@ export interface BatchStatus {
   readonly completedTasks: number
   readonly failedTasks: number
   readonly transferredBytes: number
+  /** Why the batch FAILED, when a transport said so (a TCP slice's last error); absent otherwise. */
+  readonly error?: TcpDataError | undefined
 }
+
+/** The transports a request can be carried by (TENT `TransportType` RDMA 1, TCP 7). */
+export type TransportKind = "rdma" | "tcp"
 
 /** Errors of `submitTransfer`. */
 export type SubmitError = BatchNotFound | InvalidRequest | SegmentNotFound | InvalidEntry | TransportFailure
@@ -58,6 +74,19 @@ interface Task {
   done: number
   failed: boolean
   bytes: number
+  error?: TcpDataError | undefined
+}
+
+/** One slice of a request carried by TCP. */
+interface TcpSlice {
+  readonly task: Task
+  readonly write: boolean
+  /** The local bytes: written from (WRITE) or read into (READ). */
+  readonly local: Buffer
+  readonly localOffset: number
+  readonly remoteAddr: number
+  readonly length: number
+  readonly address: string
 }
 
 interface Hook {
@@ -104,7 +133,14 @@ export interface TransfersDeps {
   readonly resolve: (name: string) => Effect.Effect<SegmentDesc, InvalidEntry | TransportFailure>
   /** Drops the cached descriptor and fetches it again (TENT: `NeedsRefreshCache` when a buffer is not found). */
   readonly refresh: (name: string) => Effect.Effect<SegmentDesc, InvalidEntry | TransportFailure>
-  readonly localRegions: () => ReadonlyArray<{ readonly buffer: Buffer; readonly mrs: ReadonlyArray<MemoryRegion> }>
+  readonly localRegions: () => ReadonlyArray<{
+    readonly buffer: Buffer
+    readonly mrs: ReadonlyArray<MemoryRegion>
+    /** The region's address (its first MR's, or the engine's own when no device registered it). */
+    readonly addr?: number | undefined
+  }>
+  /** The TCP transport, if installed: requests TENT's rule routes to it move with `SendData` / `RecvData`. */
+  readonly tcp?: TcpTransport | undefined
   readonly sendNotification: (segment: string, n: Notification) => Effect.Effect<void, unknown>
 }
 
@@ -123,6 +159,14 @@ export const sliceLengths = (length: number, blockSize: number): Array<number> =
   }
   return out
 }
+
+/** The transports a target buffer offers, in TENT's order; a descriptor without the list offers both. */
+export const bufferTransports = (b: BufferDesc): ReadonlyArray<TransportKind> =>
+  (b.transports ?? ["rdma", "tcp"]).filter((t): t is TransportKind => t === "rdma" || t === "tcp")
+
+/** TCP retry delay before attempt `attempt` (1-based retries): base doubling, capped (TENT `doTransferWithRetry`). */
+export const tcpRetryDelay = (attempt: number, baseMs: number, maxMs: number): number =>
+  Math.min(maxMs, baseMs * 2 ** Math.max(0, attempt - 1))
 
 /** The transfer path: batches, workers, completion handling, submit hooks. */
 export const make = (deps: TransfersDeps) =>
@@ -143,15 +187,56 @@ export const make = (deps: TransfersDeps) =>
     const devices: ReadonlyArray<RdmaDevice> = rdma?.devices ?? []
     const railKey = (s: Slice, r: number) => `${s.server}/${s.remoteNics[r]}`
 
-    const finishSlice = (slice: Slice, ok: boolean): void => {
-      const task = slice.task
+    const finishTask = (task: Task, length: number, ok: boolean): void => {
       if (ok) {
         task.done++
-        task.bytes += slice.length
+        task.bytes += length
       } else {
         task.failed = true
       }
       if (task.done === task.slices || task.failed) completed.notify()
+    }
+    const finishSlice = (slice: Slice, ok: boolean): void => finishTask(slice.task, slice.length, ok)
+
+    // TCP: slices as SendData / RecvData calls, `max_concurrent_tasks` worker fibers, retries with backoff.
+    const tcp = deps.tcp
+    const tcpQueue = yield* Queue.unbounded<TcpSlice>()
+    const runTcpSlice = (s: TcpSlice): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        const t = tcp as TcpTransport
+        let last: TcpDataError | undefined
+        for (let attempt = 0; attempt < settings.tcp.maxRetryCount; attempt++) {
+          if (s.task.failed) return // another slice of the task failed already
+          if (attempt > 0)
+            yield* Effect.sleep(tcpRetryDelay(attempt, settings.tcp.retryBaseDelayMs, settings.tcp.retryMaxDelayMs))
+          const r = s.write
+            ? yield* Effect.either(
+                t.writeData(s.address, s.remoteAddr, s.local.subarray(s.localOffset, s.localOffset + s.length))
+              )
+            : yield* Effect.either(
+                Effect.map(t.readData(s.address, s.remoteAddr, s.length), (bytes) => {
+                  if (bytes.length !== s.length) return false
+                  s.local.set(bytes, s.localOffset)
+                  return true
+                })
+              )
+          if (r._tag === "Right") {
+            if (r.right === false) {
+              last = undefined
+              break
+            }
+            finishTask(s.task, s.length, true)
+            return
+          }
+          last = r.left
+          if (last._tag !== "TransportFailure") break // the peer refused: retrying cannot help
+        }
+        if (s.task.error === undefined) s.task.error = last
+        finishTask(s.task, s.length, false)
+      })
+    if (tcp !== undefined) {
+      for (let i = 0; i < settings.tcp.maxConcurrentTasks; i++)
+        yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(tcpQueue), runTcpSlice)))
     }
 
     // Hot path: a data completion (plain code; the rail bookkeeping goes to the completion fiber).
@@ -285,6 +370,25 @@ export const make = (deps: TransfersDeps) =>
 
     for (const q of workers) yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(q), postSlice)))
 
+    /** The local buffer holding `[addr, addr + length)` and the offset of `addr` in it. */
+    const findLocalBuffer = (addr: number, length: number) => {
+      for (const r of deps.localRegions()) {
+        const base = r.addr ?? r.mrs[0]?.addr
+        if (base !== undefined && addr >= base && addr + length <= base + r.buffer.length)
+          return { buffer: r.buffer, offset: addr - base }
+      }
+      return undefined
+    }
+
+    /** TENT `getTransportType`: the first of the buffer's transports this engine has installed. */
+    const chooseTransport = (desc: SegmentDesc, buf: BufferDesc): TransportKind | undefined => {
+      for (const t of bufferTransports(buf)) {
+        if (t === "rdma" && rdma !== undefined && devices.length > 0 && desc.devices.length > 0) return "rdma"
+        if (t === "tcp" && tcp !== undefined && desc.rpc_server_addr !== "") return "tcp"
+      }
+      return undefined
+    }
+
     const findLocal = (addr: number, length: number) => {
       for (const r of deps.localRegions()) {
         const base = r.mrs[0]?.addr
@@ -302,12 +406,13 @@ export const make = (deps: TransfersDeps) =>
       Effect.gen(function* () {
         const batch = batches.get(batchId)
         if (batch === undefined) return yield* new BatchNotFound({ batchId })
-        if (rdma === undefined || devices.length === 0) {
+        if ((rdma === undefined || devices.length === 0) && tcp === undefined) {
           return yield* new InvalidRequest({ message: "no RDMA transport installed for transfers" })
         }
         const start = batch.tasks.length
         const targets = new Set<string>()
         const slices: Array<Slice> = []
+        const tcpSlices: Array<TcpSlice> = []
         const tasks: Array<Task> = []
         for (const req of requests) {
           const name = yield* deps.segmentOf(req.target)
@@ -318,6 +423,41 @@ export const make = (deps: TransfersDeps) =>
           targets.add(name)
           if (!Number.isInteger(req.length) || req.length <= 0) {
             return yield* new InvalidRequest({ message: `length must be a positive integer, got ${req.length}` })
+          }
+          const found = inside(desc)
+          if (found === undefined) {
+            return yield* new InvalidRequest({
+              message: `target [${req.targetOffset}, +${req.length}) is not in a buffer of segment ${name}`
+            })
+          }
+          const via = chooseTransport(desc, found)
+          if (via === undefined) {
+            return yield* new InvalidRequest({
+              message: `no installed transport reaches [${req.targetOffset}, +${req.length}) of segment ${name}`
+            })
+          }
+          if (via === "tcp") {
+            const local = findLocalBuffer(req.source, req.length)
+            if (local === undefined) {
+              return yield* new InvalidRequest({ message: `source [${req.source}, +${req.length}) is not registered` })
+            }
+            const task: Task = { slices: 0, done: 0, failed: false, bytes: 0 }
+            tasks.push(task)
+            let off = 0
+            for (const len of sliceLengths(req.length, settings.workers.blockSize)) {
+              tcpSlices.push({
+                task,
+                write: req.opcode === "WRITE",
+                local: local.buffer,
+                localOffset: local.offset + off,
+                remoteAddr: req.targetOffset + off,
+                length: len,
+                address: desc.rpc_server_addr
+              })
+              task.slices++
+              off += len
+            }
+            continue
           }
           const lkeys = findLocal(req.source, req.length)
           if (lkeys === undefined) {
@@ -364,6 +504,7 @@ export const make = (deps: TransfersDeps) =>
         }
         for (const t of tasks) batch.tasks.push(t)
         for (const s of slices) enqueue(s)
+        for (const s of tcpSlices) Queue.unsafeOffer(tcpQueue, s)
         if (notification !== undefined) {
           batch.hooks.push({ start, end: batch.tasks.length, notification, targets: Array.from(targets), fired: false })
         }
@@ -373,7 +514,9 @@ export const make = (deps: TransfersDeps) =>
       let completedTasks = 0
       let failedTasks = 0
       let bytes = 0
+      let error: TcpDataError | undefined
       for (const t of batch.tasks) {
+        if (t.failed && error === undefined) error = t.error
         if (t.failed) failedTasks++
         else if (t.done === t.slices) completedTasks++
         bytes += t.bytes
@@ -384,7 +527,8 @@ export const make = (deps: TransfersDeps) =>
           : completedTasks === batch.tasks.length && batch.tasks.length > 0
             ? "COMPLETED"
             : "PENDING"
-      return { status, tasks: batch.tasks.length, completedTasks, failedTasks, transferredBytes: bytes }
+      const s: BatchStatus = { status, tasks: batch.tasks.length, completedTasks, failedTasks, transferredBytes: bytes }
+      return error === undefined ? s : { ...s, error }
     }
 
     /** TENT `maybeFireSubmitHooks`, caller holds the progress lock. */

@@ -44,7 +44,12 @@ export type DeviceDesc = typeof DeviceDesc.Type
 export const BufferDesc = Schema.Struct({
   addr: SafeUint,
   length: SafeUint,
-  rkey: Schema.Array(U32)
+  rkey: Schema.Array(U32),
+  /**
+   * The transports the buffer was registered with, in TENT's order (`"rdma"` before `"tcp"`); absent from older
+   * peers' descriptors, which offer both.
+   */
+  transports: Schema.optional(Schema.Array(Schema.String))
 })
 /** A decoded {@link BufferDesc}. */
 export type BufferDesc = typeof BufferDesc.Type
