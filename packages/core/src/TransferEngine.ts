@@ -24,7 +24,7 @@ import {
   type TransportFailure
 } from "@tent/rpc"
 import { AccessFlags, type DeviceNotFound, type MemoryRegion, type RdmaError, Verbs } from "@tent/verbs"
-import { Chunk, Context, Effect, Layer, Scope, Stream } from "effect"
+import { Channel, Chunk, Context, Effect, Layer, Scope, Stream } from "effect"
 import { Dedup } from "./Dedup.js"
 import * as EngineConfig from "./EngineConfig.js"
 import { type EndpointUnavailable, NotificationNotSupported, SegmentNotFound } from "./Errors.js"
@@ -297,6 +297,11 @@ export const make = Effect.gen(function* () {
     return got.length > 0 ? Effect.succeed(Chunk.unsafeFromArray(got)) : Effect.zipRight(signal.wait(seen), nextChunk)
   })
 
+  // One channel step per chunk taken from the inboxes, run in the consumer's fiber (no element-wise re-chunking).
+  const notifications: Stream.Stream<Notification> = Stream.fromChannel(
+    Channel.repeated(Channel.flatMap(Channel.fromEffect(nextChunk), Channel.write))
+  )
+
   const transfers = yield* Transfers.make({
     settings,
     rdma,
@@ -321,7 +326,7 @@ export const make = Effect.gen(function* () {
     freeBatch: transfers.freeBatch,
     sendNotification,
     receiveNotifications: Effect.sync(drain),
-    notifications: Stream.flattenChunks(Stream.repeatEffect(nextChunk)),
+    notifications,
     rdma,
     tcp
   } satisfies TransferEngineShape
