@@ -30,7 +30,7 @@ import { Duration, Effect, type Scope, Stream } from "effect"
 import type { DedupShape } from "./Dedup.js"
 import type { EngineSettings } from "./EngineConfig.js"
 import { EndpointUnavailable } from "./Errors.js"
-import { Inbox, Signal } from "./internal/Inbox.js"
+import { Inbox, type Signal } from "./internal/Inbox.js"
 import { DecodedRanges } from "./NotifyFrame.js"
 import type { NotifyQpParamsShape } from "./NotifyQpParams.js"
 import type { PeerHealthPolicyShape } from "./PeerHealth.js"
@@ -397,13 +397,12 @@ export const make = (deps: RdmaTransportDeps): Effect.Effect<RdmaTransport | und
     notifyRun()
 
     // -----------------------------------------------------------------------------------------------------------------
-    // Data CQ pollers: one fiber per device, completions handed to the data path.
+    // Data CQ pollers: one per device, completions handed to the data path; like the notify poller, it is the CQs'
+    // completion-channel listener, so a completion reaches the data path without a fiber wake-up.
     // -----------------------------------------------------------------------------------------------------------------
 
     for (const d of devices) {
       const dwc = WorkCompletion.array(64)
-      const wake = new Signal()
-      for (const cq of d.dataCqs) cq.setNotify(() => wake.notify())
       const table = dataByNum[d.index] as Map<number, { ep: RdmaEndpoint; lane: number }>
       const pass = (): number => {
         let total = 0
@@ -418,20 +417,22 @@ export const make = (deps: RdmaTransportDeps): Effect.Effect<RdmaTransport | und
         }
         return total
       }
-      const poller = Effect.gen(function* () {
-        let busy = 0
-        for (;;) {
-          if (pass() > 0) {
-            if (++busy % 64 === 0) yield* Effect.yieldNow()
-            continue
+      let inRun = false
+      const dataRun = (): void => {
+        if (inRun) return
+        inRun = true
+        try {
+          for (;;) {
+            if (pass() > 0) continue
+            for (const cq of d.dataCqs) cq.reqNotifyCq()
+            if (pass() === 0) return
           }
-          const seen = wake.current
-          for (const cq of d.dataCqs) cq.reqNotifyCq()
-          if (pass() > 0) continue
-          yield* wake.wait(seen)
+        } finally {
+          inRun = false
         }
-      })
-      yield* Effect.forkScoped(poller)
+      }
+      for (const cq of d.dataCqs) cq.setNotify(dataRun)
+      dataRun()
     }
 
     // Reclaim retired endpoints (TENT's monitor thread, every ≥ 1 s).
