@@ -100,12 +100,15 @@ describe("legacy faults (Series.legacy), two processes", () => {
       withEngines((engine, peer) =>
         Effect.gen(function* () {
           const rdma = engine.rdma as NonNullable<typeof engine.rdma>
+          // The sender keeps sending until it is interrupted, so the stream is still running when the QP fails
+          // (a fixed count can be delivered whole before the fault lands).
           const sender = yield* Effect.fork(
-            Effect.forEach(
-              Array.from({ length: 2000 }, (_, i) => i),
-              (i) => engine.sendNotification(peer.ready.segment, payload("e", i)),
-              { discard: true }
-            )
+            Effect.loop(0, {
+              while: () => true,
+              step: (i) => i + 1,
+              body: (i) => engine.sendNotification(peer.ready.segment, payload("e", i)),
+              discard: true
+            })
           )
           const midway = yield* waitUntil(
             Effect.map(request<Check>(peer, { cmd: "received", prefix: "e" }), (c) => c.count >= 300),
