@@ -50,6 +50,8 @@ export interface Plan {
   readonly holdMs: number
   /** A stream that makes no progress this long is stopped (the sender is blocked for good). */
   readonly stallMs: number
+  /** `workers/max_retry_count`: attempts of a transfer slice before its batch fails. */
+  readonly maxRetry: number
   /** How long the receiver is given for the END marker and what is still in flight. */
   readonly graceMs: number
 }
@@ -59,16 +61,18 @@ export const fullPlan = (count: number): Plan => ({
   quick: false,
   count,
   rpcTimeoutMs: -1,
+  maxRetry: 8,
   holdMs: 60_000,
   stallMs: 75_000,
   graceMs: 15_000
 })
 
-/** `--quick`: control-plane timeouts and the freeze ×1/30, the stall and END bounds ×1/15 and ×1/5. */
+/** `--quick`: control-plane timeouts and the freeze ×1/30, slice retries ×1/4, the stall and END bounds ×1/15 and ×1/5. */
 export const quickPlan = (count: number): Plan => ({
   quick: true,
   count,
   rpcTimeoutMs: 1000,
+  maxRetry: 2,
   holdMs: 2000,
   stallMs: 5000,
   graceMs: 3000
@@ -76,17 +80,15 @@ export const quickPlan = (count: number): Plan => ({
 
 /** The factors `--quick` applies, as printed. */
 export const quickFactors =
-  "control-plane timeouts rpc/{request,bootstrap,notify,connect}_timeout_ms 30 s → 1 s (×1/30); frozen-peer hold 60 s → 2 s (×1/30); stall bound 75 s → 5 s (×1/15); END grace 15 s → 3 s (×1/5); retry budgets kept: workers/max_retry_count 8 attempts (each now 1 s), QP attributes unchanged (the legacy notify QP's are hard-coded: RFC PR 2)"
+  "control-plane timeouts rpc/{request,bootstrap,notify,connect}_timeout_ms 30 s → 1 s (×1/30); frozen-peer hold 60 s → 2 s (×1/30); stall bound 75 s → 5 s (×1/15); END grace 15 s → 3 s (×1/5); slice retry budget workers/max_retry_count 8 → 2 attempts (×1/4); QP retry attributes unchanged (the legacy notify QP's are hard-coded: RFC PR 2)"
 
 /** The effective control-plane timeout of a plan. */
 export const rpcTimeout = (plan: Plan) => (plan.rpcTimeoutMs === -1 ? 30_000 : plan.rpcTimeoutMs)
 
-const MAX_RETRY = 8
-
 /** The engine configuration of the probe's nodes. */
 export const nodeConfig = (plan: Plan) => ({
   transports: {
-    rdma: { num_lanes: 2, device: { num_cq_list: 1 }, workers: { num_workers: 2, max_retry_count: MAX_RETRY } }
+    rdma: { num_lanes: 2, device: { num_cq_list: 1 }, workers: { num_workers: 2, max_retry_count: plan.maxRetry } }
   },
   ...(plan.rpcTimeoutMs === -1
     ? {}
@@ -276,7 +278,7 @@ const frozenTransfer = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row
       yield* i.request({ cmd: "open", target: r.segment }, rpcTimeout(plan) * 3 + 10_000)
       report(`scenario 5 ${arm}: receiver frozen, submitTransfer of 4 KiB with a notification`)
       r.signal("SIGSTOP")
-      const bound = rpcTimeout(plan) * (MAX_RETRY + 2) + 10_000
+      const bound = rpcTimeout(plan) * (plan.maxRetry + 2) + 10_000
       const reply = yield* i
         .request<{ submitMs: number; settledMs: number; status: string }>(
           { cmd: "frozenTransfer", target: r.segment, remoteAddr: r.addr, session: session(), boundMs: bound },
@@ -292,7 +294,7 @@ const frozenTransfer = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row
         received: c.received,
         duplicates: c.duplicates,
         seconds: [s(reply.submitMs), s(reply.settledMs)],
-        note: `submitTransfer returned, then the batch ended ${reply.status} (${MAX_RETRY} attempts, each a ${s(rpcTimeout(plan))} s bootstrap timeout)`
+        note: `submitTransfer returned, then the batch ended ${reply.status} (${plan.maxRetry} attempts, each a ${s(rpcTimeout(plan))} s bootstrap timeout)`
       } satisfies Row
     })
   )
