@@ -29,7 +29,7 @@ import {
   type SendWr,
   WrOpcode
 } from "@tent/verbs"
-import { Deferred, Duration, Effect, Exit, FiberId, type Scope } from "effect"
+import { type Clock, Deferred, Duration, Effect, Exit, FiberId, type Scope } from "effect"
 import * as Scope_ from "effect/Scope"
 import type { DedupShape } from "./Dedup.js"
 import type { EndpointParams } from "./EngineConfig.js"
@@ -81,6 +81,8 @@ export interface EndpointHost {
   readonly unregisterDataQp: (qp: QueuePair) => void
   /** Cancels the endpoint's in-flight slices (deconstruct). */
   readonly cancelSlices: (ep: RdmaEndpoint) => void
+  /** The clock retirement is timed on (the transport's Effect `Clock`, so `TestClock` can move it). */
+  readonly clock: Clock.Clock
 }
 
 /** `"<server>@<nic>"` (TENT `MakeNicPath`). */
@@ -141,7 +143,7 @@ export class RdmaEndpoint {
   connected = false
   /** The peer's `notify_proto` from its `BootstrapDesc`. */
   peerNotifyProto = 0
-  /** When `retire` ran (ms since epoch). */
+  /** When `retire` ran (ms, on the host's clock). */
   destroyStart = 0
   /** Notifications posted and not completed, oldest first, when the resend policy tracks them. */
   readonly inFlight: Array<Notification> = []
@@ -452,7 +454,7 @@ export class RdmaEndpoint {
     if (this.status === "DESTROYING" || this.status === "DESTROYED") return
     const previous = this.status
     this.status = "DESTROYING"
-    this.destroyStart = Date.now()
+    this.destroyStart = this.host.clock.unsafeCurrentTimeMillis()
     const notifyQp = this.notifyQp
     if (notifyQp !== undefined && this.host.retirement.unpublishAtRetire) {
       this.host.unpublishNotifyQp(notifyQp.qpNum, this)
@@ -487,7 +489,7 @@ export class RdmaEndpoint {
   readonly finishDestroy: Effect.Effect<boolean> = Effect.suspend(() => {
     if (this.status === "DESTROYED") return Effect.succeed(true)
     if (this.status !== "DESTROYING") return Effect.succeed(false)
-    const young = Date.now() - this.destroyStart < FINISH_DESTROY_TIMEOUT_MS
+    const young = this.host.clock.unsafeCurrentTimeMillis() - this.destroyStart < FINISH_DESTROY_TIMEOUT_MS
     if (young && this.wrDepth.some((d) => d > 0)) return Effect.succeed(false)
     if (young && this.host.retirement.destroyWaitsForNotifyQp && this.pending > 0) return Effect.succeed(false)
     return this.lock.withPermits(1)(Effect.as(this.deconstructUnlocked, true))

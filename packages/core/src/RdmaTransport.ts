@@ -28,6 +28,7 @@ import {
 } from "@tent/verbs"
 import { Duration, Effect, type Scope, Stream } from "effect"
 import type { DedupShape } from "./Dedup.js"
+import { EndpointStore } from "./EndpointStore.js"
 import type { EngineSettings } from "./EngineConfig.js"
 import { EndpointUnavailable } from "./Errors.js"
 import { Inbox, type Signal } from "./internal/Inbox.js"
@@ -73,60 +74,10 @@ export interface NotifyCounters {
 /** One opened device. */
 export interface RdmaDevice extends EndpointDevice {
   readonly index: number
+  /** Its endpoints (TENT: a `SIEVEEndpointStore` of `endpoint_store_cap` per RDMA context). */
   readonly store: EndpointStore
   /** Port up (cleared by `PORT_ERR`, set by `PORT_ACTIVE`, as TENT pauses and resumes a context). */
   enabled: boolean
-}
-
-/** TENT's endpoint store: endpoints by peer NIC path, FIFO eviction at capacity, retired ones waiting for reclaim. */
-export class EndpointStore {
-  readonly active = new Map<string, RdmaEndpoint>()
-  readonly waiting = new Set<RdmaEndpoint>()
-  evictions = 0
-  constructor(readonly capacity: number) {}
-
-  /** The live endpoint for `key`, or a new UNINIT one (evicting the oldest at capacity). */
-  getOrInsert(key: string, make: () => RdmaEndpoint): RdmaEndpoint {
-    const existing = this.active.get(key)
-    if (existing !== undefined && existing.status !== "DESTROYING" && existing.status !== "DESTROYED") return existing
-    if (existing !== undefined) this.remove(existing)
-    while (this.active.size >= this.capacity) {
-      const oldest = this.active.values().next().value as RdmaEndpoint
-      this.evictions++
-      oldest.retireNoLock()
-      this.remove(oldest)
-    }
-    const ep = make()
-    this.active.set(key, ep)
-    return ep
-  }
-
-  /** TENT `remove`: out of the map, into the reclaim list. */
-  remove(ep: RdmaEndpoint): void {
-    if (this.active.get(ep.peerNicPath) === ep) this.active.delete(ep.peerNicPath)
-    this.waiting.add(ep)
-  }
-
-  /** TENT `reclaim`: `finishDestroy` every waiting endpoint. */
-  readonly reclaim: Effect.Effect<void> = Effect.suspend(() =>
-    Effect.forEach(
-      Array.from(this.waiting),
-      (ep) => Effect.map(ep.finishDestroy, (done) => (done ? this.waiting.delete(ep) : false)),
-      { discard: true }
-    )
-  )
-
-  /** TENT `clear` (shutdown): deconstruct everything. */
-  readonly clear: Effect.Effect<void> = Effect.suspend(() =>
-    Effect.forEach([...this.active.values(), ...this.waiting], (ep) => ep.deconstruct, { discard: true }).pipe(
-      Effect.zipLeft(
-        Effect.sync(() => {
-          this.active.clear()
-          this.waiting.clear()
-        })
-      )
-    )
-  )
 }
 
 /** A completion on a data QP, handed to the data path. */
@@ -232,6 +183,7 @@ export const make = (deps: RdmaTransportDeps): Effect.Effect<RdmaTransport | und
     const dataByNum: Array<Map<number, { ep: RdmaEndpoint; lane: number }>> = names.map(() => new Map())
     let sink: DataCompletionSink = () => {}
     let cancel: (ep: RdmaEndpoint) => void = () => {}
+    const clock = yield* Effect.clock
 
     const host: EndpointHost = {
       localServer: deps.localServer,
@@ -255,7 +207,8 @@ export const make = (deps: RdmaTransportDeps): Effect.Effect<RdmaTransport | und
         dataTable.delete(qp)
         if (e !== undefined) dataByNum[(e.ep.device as RdmaDevice).index]?.delete(qp.qpNum)
       },
-      cancelSlices: (ep) => cancel(ep)
+      cancelSlices: (ep) => cancel(ep),
+      clock
     }
 
     const devices: Array<RdmaDevice> = []

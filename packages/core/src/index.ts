@@ -7,6 +7,7 @@
  */
 export * as Dedup from "./Dedup.js"
 export * as DescriptorPolicy from "./DescriptorPolicy.js"
+export * as EndpointStore from "./EndpointStore.js"
 export * as EngineConfig from "./EngineConfig.js"
 export * from "./Errors.js"
 export * as NotificationRouting from "./NotificationRouting.js"
