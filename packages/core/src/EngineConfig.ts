@@ -63,6 +63,16 @@ export const keys = {
   "rpc/connect_timeout_ms": int(-1, "connect timeout in ms; -1 = library default (30 s)", timeoutMs),
   "rpc/max_notify_bytes": int(16 * 1024 * 1024, "largest Notify (name + message) sent or accepted", positive),
   "rpc/max_data_bytes": int(16 * 1024 * 1024, "largest SendData / RecvData (TCP transfers) sent or served", positive),
+  max_failover_attempts: int(
+    3,
+    "times a failed transfer task is resubmitted on the next transport its target offers; 0 = never",
+    nonNegative
+  ),
+  enable_auto_failover_on_poll: {
+    kind: "bool",
+    default: true,
+    description: "getTransferStatus resubmits a FAILED task on the next transport (max_failover_attempts)"
+  },
   "transports/rdma/enable": { kind: "bool", default: true, description: "install the RDMA transport" },
   "transports/tcp/enable": { kind: "bool", default: true, description: "install the TCP transport" },
   "transports/rdma/num_lanes": int(6, "data QPs per endpoint (TENT num_lanes / qp_mul_factor)", {
@@ -317,6 +327,8 @@ export interface EngineSettings {
   readonly metadataType: "p2p"
   readonly rpcServerHostname: string
   readonly rpcServerPort: number
+  readonly maxFailoverAttempts: number
+  readonly autoFailoverOnPoll: boolean
   readonly rdmaEnable: boolean
   readonly tcpEnable: boolean
   readonly numLanes: number
@@ -350,6 +362,8 @@ export const config: Config.Config<EngineSettings> = Config.all({
   ),
   rpcServerHostname: stringKey("rpc_server_hostname"),
   rpcServerPort: intKey("rpc_server_port"),
+  maxFailoverAttempts: intKey("max_failover_attempts"),
+  autoFailoverOnPoll: boolKey("enable_auto_failover_on_poll"),
   rdmaEnable: boolKey("transports/rdma/enable"),
   tcpEnable: boolKey("transports/tcp/enable"),
   numLanes: intKey("transports/rdma/num_lanes"),

@@ -38,3 +38,21 @@ export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("Invali
 export class BatchNotFound extends Schema.TaggedError<BatchNotFound>()("BatchNotFound", {
   batchId: Schema.Number
 }) {}
+
+/**
+ * A slice of the task stayed in flight longer than `transports/rdma/max_timeout_ns` (TENT's software timeout: the
+ * slice ends TIMEOUT and its endpoint is retired). Reported in `BatchStatus.error`.
+ */
+export class TransferTimeout extends Schema.TaggedError<TransferTimeout>()("TransferTimeout", {
+  timeoutMs: Schema.Number,
+  message: Schema.String
+}) {}
+
+/**
+ * No path could carry a slice of the task: every (local NIC, remote NIC) pair was paused or down, or the endpoint
+ * could not be set up within `transports/rdma/workers/max_retry_count` attempts, or its last completion failed
+ * (TENT: `DeviceNotFound("No available path")`, retry exhaustion). Reported in `BatchStatus.error`.
+ */
+export class RdmaTransferFailed extends Schema.TaggedError<RdmaTransferFailed>()("RdmaTransferFailed", {
+  message: Schema.String
+}) {}

@@ -1,39 +1,55 @@
 /**
- * Transfers over RDMA as TENT `main` runs them: requests split into slices (`block_size`, at most 64 per request, a
- * tail under 25 % of a slice merged into the one before), spread round-robin over the local devices and the direct
- * rail to the peer's device of the same index, posted by worker fibers on the endpoints' data QPs (`max_qp_wr` per
- * QP), and tracked to completion by the data CQ pollers.
+ * Transfers as TENT `main` runs them: requests split into slices (`block_size`, at most 64 per request, a tail under
+ * 25 % of a slice merged into the one before) and carried by the transport TENT's rule picks for the target buffer.
+ *
+ * RDMA: slices are spread round-robin over the local devices and the direct rail to the peer's device of the same
+ * index, posted on the endpoints' data QPs (`max_qp_wr` per QP, the least loaded lane) and tracked to completion by
+ * the data CQ pollers. The hot path is plain synchronous code: a slice whose rail is available and whose endpoint is
+ * READY is posted where it is submitted, a slice waiting for a free lane is posted by the completion that frees one,
+ * and a completion counts its slice and clears its rail where it is polled. Only what needs an Effect goes to a
+ * fiber: bootstrapping an endpoint (TENT's worker calling `connect()`), rail transitions that log, and failures.
  *
  * A failed completion (flushes included) is TENT's `disableEndpoint`: `RailHealth.recordError(local, remote)`, the
  * endpoint retired from the completion fiber, and the slice retried up to `workers/max_retry_count` on the optimal
  * pair if it is available, else on the next available pair after the last one tried (`selectFallbackDevice`),
- * which is how a paused rail's slices are rerouted. A success is `recordSuccess`.
+ * which is how a paused rail's slices are rerouted. A success is `recordSuccess`. A slice in flight longer than
+ * `transports/rdma/max_timeout_ns` (from its post) ends TIMEOUT and fails its task (`TransferTimeout`), and its
+ * endpoint is retired, as TENT's software timeout does; a completion that arrives for it later is ignored.
+ *
+ * TCP: each slice is one `SendData` (WRITE) or `RecvData` (READ) call, run by `transports/tcp/max_concurrent_tasks`
+ * worker fibers, retried after a `TransportFailure` up to `transports/tcp/max_retry_count` attempts with a doubling
+ * delay from `retry_base_delay_ms` capped at `retry_max_delay_ms` (TENT `doTransferWithRetry`); a typed refusal of
+ * the peer fails the slice at once.
+ *
+ * Transport per request, TENT's `resolveTransport`: the candidates are the target buffer's `transports` list (its
+ * registration order, RDMA before TCP; a descriptor without the list offers both) filtered to those this engine has
+ * installed, and a task uses candidate number `priority` (0 at submit). Cross-transport failover, TENT's
+ * `resubmitTransferTask`: when `getTransferStatus` sees a FAILED task and `enable_auto_failover_on_poll` is on, the
+ * task is resubmitted whole on the next candidate (e.g. RDMA → TCP), at most `max_failover_attempts` times, and is
+ * PENDING again; slices of the attempt it abandoned no longer count. Without a next candidate it stays FAILED.
  *
  * Transfer-bound notifications are TENT's submit hooks: recorded with the batch, fired once every task of the batch
  * completed, to each distinct target, under the engine-wide progress lock (TENT `progress_mutex_`), from
  * `getTransferStatus` or the progress fiber; a failed batch never notifies; a failed hook is retried on the next
  * poll.
  *
- * Transport per request, TENT's `getTransportType`: the first transport in the target buffer's `transports` list
- * (its registration order, RDMA before TCP; a descriptor without the list offers both) that this engine has
- * installed. So TCP carries a request when this engine has no RDMA (`transports/rdma/enable: false`, or no device)
- * or the target buffer was not registered with RDMA. Over TCP a request is split into the same slices; each is one
- * `SendData` (WRITE) or `RecvData` (READ) call, run by `transports/tcp/max_concurrent_tasks` worker fibers, retried
- * after a `TransportFailure` up to `transports/tcp/max_retry_count` attempts with a doubling delay from
- * `retry_base_delay_ms` capped at `retry_max_delay_ms` (TENT `doTransferWithRetry`); a typed refusal of the peer
- * fails the slice at once. A failed slice fails its task and the batch (`BatchStatus.error` says why); the submit
- * hooks work the same for both transports.
- *
  * @since 0.1.0
  */
 import type { RailHealth } from "@tent/health"
 import type { BufferDesc, InvalidEntry, Notification, SegmentDesc, TransportFailure } from "@tent/rpc"
-import { type MemoryRegion, SendFlags, type SendWr, WcStatus, type WorkCompletion, WrOpcode } from "@tent/verbs"
+import {
+  type MemoryRegion,
+  type QueuePair,
+  SendFlags,
+  type SendWr,
+  WcStatus,
+  type WorkCompletion,
+  WrOpcode
+} from "@tent/verbs"
 import { Effect, Queue, type Scope } from "effect"
 import type { EngineSettings } from "./EngineConfig.js"
-import { BatchNotFound, InvalidRequest, type SegmentNotFound } from "./Errors.js"
-import { Signal } from "./internal/Inbox.js"
-import type { RdmaEndpoint } from "./RdmaEndpoint.js"
+import { BatchNotFound, InvalidRequest, RdmaTransferFailed, type SegmentNotFound, TransferTimeout } from "./Errors.js"
+import { nicPath, type RdmaEndpoint } from "./RdmaEndpoint.js"
 import type { RdmaDevice, RdmaTransport } from "./RdmaTransport.js"
 import type { TcpDataError, TcpTransport } from "./TcpTransport.js"
 
@@ -50,6 +66,9 @@ export interface TransferRequest {
   readonly length: number
 }
 
+/** Why a task failed: a TCP slice's last error, an RDMA slice's timeout, or no RDMA path left. */
+export type TaskError = TcpDataError | TransferTimeout | RdmaTransferFailed
+
 /** A batch's state (TENT `TransferStatusEnum`, the subset the engine reports). */
 export interface BatchStatus {
   readonly status: "PENDING" | "COMPLETED" | "FAILED"
@@ -57,8 +76,8 @@ export interface BatchStatus {
   readonly completedTasks: number
   readonly failedTasks: number
   readonly transferredBytes: number
-  /** Why the batch FAILED, when a transport said so (a TCP slice's last error); absent otherwise. */
-  readonly error?: TcpDataError | undefined
+  /** Why the batch FAILED (the first failed task's error); absent otherwise. */
+  readonly error?: TaskError | undefined
 }
 
 /** The transports a request can be carried by (TENT `TransportType` RDMA 1, TCP 7). */
@@ -69,17 +88,34 @@ export type SubmitError = BatchNotFound | InvalidRequest | SegmentNotFound | Inv
 /** Errors of `getTransferStatus`. */
 export type StatusError = BatchNotFound
 
+/** A request resolved against its target's descriptor: what a (re)submission needs. */
+interface Plan {
+  readonly req: TransferRequest
+  readonly desc: SegmentDesc
+  readonly buf: BufferDesc
+  /** The installed transports the target buffer offers, in TENT's order. */
+  readonly candidates: ReadonlyArray<TransportKind>
+}
+
 interface Task {
+  readonly plan: Plan
   slices: number
   done: number
   failed: boolean
   bytes: number
-  error?: TcpDataError | undefined
+  error?: TaskError | undefined
+  /** The candidate transport in use (TENT `xport_priority`). */
+  priority: number
+  /** Resubmissions so far (TENT `failover_count`). */
+  failovers: number
+  /** Bumped on resubmission: slices of an earlier attempt no longer count. */
+  attempt: number
 }
 
 /** One slice of a request carried by TCP. */
 interface TcpSlice {
   readonly task: Task
+  readonly attempt: number
   readonly write: boolean
   /** The local bytes: written from (WRITE) or read into (READ). */
   readonly local: Buffer
@@ -102,19 +138,29 @@ interface Batch {
   readonly hooks: Array<Hook>
 }
 
+/** The peer side of a task's RDMA slices, shared by them. */
+interface Peer {
+  readonly server: string
+  readonly address: string
+  readonly remoteNics: ReadonlyArray<string>
+  /** `RailHealth` key per remote device: `server/nic`. */
+  readonly railKeys: ReadonlyArray<string>
+  /** Endpoint-store key per remote device: `server@nic`. */
+  readonly epKeys: ReadonlyArray<string>
+  readonly rkeys: ReadonlyArray<number>
+}
+
 interface Slice {
   readonly id: number
   readonly task: Task
+  readonly attempt: number
   readonly opcode: number
   readonly localAddr: number
   readonly remoteAddr: number
   readonly length: number
-  /** lkey per local device, rkey per remote device. */
+  /** lkey per local device. */
   readonly lkeys: ReadonlyArray<number>
-  readonly rkeys: ReadonlyArray<number>
-  readonly server: string
-  readonly address: string
-  readonly remoteNics: ReadonlyArray<string>
+  readonly peer: Peer
   readonly optimal: readonly [number, number]
   retries: number
   lastFallback: number
@@ -122,7 +168,15 @@ interface Slice {
   lane: number
   local: number
   remote: number
+  /** `performance.now()` at the last post (the software timeout's start). */
+  postedAt: number
 }
+
+/** What the completion fiber is handed: rail transitions that log, failures, and timeouts. */
+type Event =
+  | { readonly kind: "success"; readonly slice: Slice; readonly ep: RdmaEndpoint }
+  | { readonly kind: "error"; readonly slice: Slice; readonly ep: RdmaEndpoint }
+  | { readonly kind: "timeout"; readonly slice: Slice; readonly ep: RdmaEndpoint }
 
 /** What the transfer path needs from the engine. */
 export interface TransfersDeps {
@@ -168,7 +222,54 @@ export const bufferTransports = (b: BufferDesc): ReadonlyArray<TransportKind> =>
 export const tcpRetryDelay = (attempt: number, baseMs: number, maxMs: number): number =>
   Math.min(maxMs, baseMs * 2 ** Math.max(0, attempt - 1))
 
-/** The transfer path: batches, workers, completion handling, submit hooks. */
+/** How often in-flight slices are checked against `max_timeout_ns`: a quarter of it, at most once a second. */
+export const timeoutCheckMs = (timeoutMs: number): number => Math.max(1, Math.min(1000, Math.floor(timeoutMs / 4)))
+
+/** A version counter whose waiters wake on the next `notify()`, or after `ms` at the latest. */
+class Waker {
+  private version = 0
+  private waiters: Array<() => void> = []
+
+  notify(): void {
+    this.version++
+    if (this.waiters.length === 0) return
+    const ws = this.waiters
+    this.waiters = []
+    for (const w of ws) w()
+  }
+
+  get current(): number {
+    return this.version
+  }
+
+  wait(seen: number, ms?: number): Effect.Effect<void> {
+    return Effect.async<void>((resume) => {
+      if (this.version !== seen) return resume(Effect.void)
+      let timer: ReturnType<typeof setTimeout> | undefined
+      const w = () => {
+        if (timer !== undefined) clearTimeout(timer)
+        resume(Effect.void)
+      }
+      const drop = () => {
+        const i = this.waiters.indexOf(w)
+        if (i >= 0) this.waiters.splice(i, 1)
+      }
+      this.waiters.push(w)
+      if (ms !== undefined) {
+        timer = setTimeout(() => {
+          drop()
+          resume(Effect.void)
+        }, ms)
+      }
+      return Effect.sync(() => {
+        if (timer !== undefined) clearTimeout(timer)
+        drop()
+      })
+    })
+  }
+}
+
+/** The transfer path: batches, posting, completion handling, timeouts, failover, submit hooks. */
 export const make = (deps: TransfersDeps) =>
   Effect.gen(function* () {
     const { settings, rdma, rails } = deps
@@ -176,37 +277,285 @@ export const make = (deps: TransfersDeps) =>
     let nextBatch = 1
     let nextSlice = 1
     let rr = 0
+    /** Posted slices by work-request id, in post order (the timeout check relies on it). */
     const inflight = new Map<number, Slice>()
+    /** Slices waiting for a free lane of their endpoint, posted by that endpoint's completions. */
+    const blocked = new Map<RdmaEndpoint, Array<Slice>>()
     const progressLock = yield* Effect.makeSemaphore(1)
-    const laneFree = new Signal()
-    const completed = new Signal()
-    const workers = yield* Effect.forEach(Array.from({ length: settings.workers.numWorkers }), () =>
-      Queue.unbounded<Slice>()
-    )
-    const events = yield* Queue.unbounded<{ readonly ok: boolean; readonly slice: Slice; readonly ep: RdmaEndpoint }>()
+    const completed = new Waker()
+    const slow = yield* Queue.unbounded<Slice>()
+    const events = yield* Queue.unbounded<Event>()
     const devices: ReadonlyArray<RdmaDevice> = rdma?.devices ?? []
-    const railKey = (s: Slice, r: number) => `${s.server}/${s.remoteNics[r]}`
+    const timeoutMs = settings.maxTimeoutNs / 1e6
+    const tcp = deps.tcp
 
-    const finishTask = (task: Task, length: number, ok: boolean): void => {
+    const finishTask = (task: Task, attempt: number, length: number, ok: boolean, error?: TaskError): void => {
+      if (attempt !== task.attempt) return
       if (ok) {
         task.done++
         task.bytes += length
-      } else {
+      } else if (!task.failed) {
         task.failed = true
+        task.error = error
       }
       if (task.done === task.slices || task.failed) completed.notify()
     }
-    const finishSlice = (slice: Slice, ok: boolean): void => finishTask(slice.task, slice.length, ok)
+    const failSlice = (slice: Slice, error: TaskError): void =>
+      finishTask(slice.task, slice.attempt, slice.length, false, error)
 
-    // TCP: slices as SendData / RecvData calls, `max_concurrent_tasks` worker fibers, retries with backoff.
-    const tcp = deps.tcp
+    // -----------------------------------------------------------------------------------------------------------------
+    // RDMA hot path: plain synchronous code
+    // -----------------------------------------------------------------------------------------------------------------
+
+    const sge = { addr: 0, length: 0, lkey: 0 }
+    const wr: SendWr = { wrId: 0, opcode: WrOpcode.RDMA_WRITE, sendFlags: SendFlags.SIGNALED, sgList: [sge] }
+
+    /** Rail `(l, r)` of the slice without an Effect; `undefined` when its pause just expired (the Effect logs it). */
+    const availableNow = (slice: Slice, l: number, r: number): boolean | undefined => {
+      const d = devices[l]
+      if (d === undefined || !d.enabled) return false
+      return rails.unsafe.available(d.name, slice.peer.railKeys[r] as string)
+    }
+
+    /** TENT `selectOptimalDevice` then `selectFallbackDevice`; `null`: no path; `undefined`: ask the Effect way. */
+    const pathNow = (slice: Slice): readonly [number, number] | null | undefined => {
+      const [ol, or] = slice.optimal
+      if (slice.retries === 0) {
+        const a = availableNow(slice, ol, or)
+        if (a !== false) return a === true ? slice.optimal : undefined
+      }
+      const nics = slice.peer.remoteNics.length
+      const n = devices.length * nics
+      for (let k = 1; k <= n; k++) {
+        const idx = (slice.lastFallback + k + n) % n
+        const a = availableNow(slice, Math.floor(idx / nics), idx % nics)
+        if (a === undefined) return undefined
+        if (a) {
+          slice.lastFallback = idx
+          return [Math.floor(idx / nics), idx % nics] as const
+        }
+      }
+      return null
+    }
+
+    /** Posts on the least loaded lane of `ep`; a slice finding every lane full waits in `blocked`. */
+    const postOn = (slice: Slice, l: number, r: number, ep: RdmaEndpoint): void => {
+      slice.local = l
+      slice.remote = r
+      const depth = ep.wrDepth
+      let lane = 0
+      for (let i = 1; i < depth.length; i++) if ((depth[i] as number) < (depth[lane] as number)) lane = i
+      if ((depth[lane] as number) >= settings.endpoint.maxQpWr) {
+        const list = blocked.get(ep)
+        if (list === undefined) blocked.set(ep, [slice])
+        else list.push(slice)
+        return
+      }
+      slice.ep = ep
+      slice.lane = lane
+      wr.wrId = slice.id
+      wr.opcode = slice.opcode as typeof wr.opcode
+      wr.remoteAddr = slice.remoteAddr
+      wr.rkey = slice.peer.rkeys[r] as number
+      sge.addr = slice.localAddr
+      sge.length = slice.length
+      sge.lkey = slice.lkeys[l] as number
+      slice.postedAt = performance.now()
+      inflight.set(slice.id, slice)
+      const rc = (ep.dataQps[lane] as QueuePair).postSend(wr)
+      if (rc !== 0) {
+        inflight.delete(slice.id)
+        Queue.unsafeOffer(events, { kind: "error", slice, ep })
+        return
+      }
+      depth[lane] = (depth[lane] as number) + 1
+    }
+
+    /** Posts the slice now if its rail is available and its endpoint READY; else hands it to a worker fiber. */
+    const post = (slice: Slice): void => {
+      const path = pathNow(slice)
+      if (path === null) return failSlice(slice, new RdmaTransferFailed({ message: "No available path" }))
+      if (path !== undefined) {
+        const [l, r] = path
+        const ep = devices[l]?.store.active.get(slice.peer.epKeys[r] as string)
+        if (ep !== undefined && ep.status === "READY") return postOn(slice, l, r, ep)
+      }
+      Queue.unsafeOffer(slow, slice)
+    }
+
+    /** TENT: `retry_count++`; at `max_retry_count` the slice fails, else it is submitted again. */
+    const retryOrFail = (slice: Slice, why: string): void => {
+      slice.retries++
+      if (slice.retries >= settings.workers.maxRetryCount) {
+        failSlice(
+          slice,
+          new RdmaTransferFailed({ message: `${why}; gave up after ${slice.retries} attempts (max_retry_count)` })
+        )
+      } else post(slice)
+    }
+
+    /** Posts what waits for a lane of `ep`; if `ep` is no longer READY its waiting slices look for another path. */
+    const drainBlocked = (ep: RdmaEndpoint): void => {
+      const list = blocked.get(ep)
+      if (list === undefined) return
+      blocked.delete(ep)
+      if (ep.status !== "READY") {
+        for (const s of list) Queue.unsafeOffer(slow, s)
+        return
+      }
+      for (let i = 0; i < list.length; i++) {
+        const s = list[i] as Slice
+        postOn(s, s.local, s.remote, ep)
+        if (blocked.has(ep)) {
+          // Lanes are full again: the rest keep their order behind the one just put back.
+          const again = blocked.get(ep) as Array<Slice>
+          for (let k = i + 1; k < list.length; k++) again.push(list[k] as Slice)
+          return
+        }
+      }
+    }
+
+    const onCompletion = (ep: RdmaEndpoint, lane: number, wc: WorkCompletion): void => {
+      if ((ep.wrDepth[lane] as number) > 0) ep.wrDepth[lane] = (ep.wrDepth[lane] as number) - 1
+      const slice = inflight.get(wc.wrId)
+      if (slice !== undefined && slice.ep === ep) {
+        inflight.delete(wc.wrId)
+        if (wc.status === WcStatus.SUCCESS) {
+          if (rails.unsafe.recordSuccess(ep.device.name, slice.peer.railKeys[slice.remote] as string) === undefined) {
+            Queue.unsafeOffer(events, { kind: "success", slice, ep })
+          }
+          finishTask(slice.task, slice.attempt, slice.length, true)
+        } else {
+          Queue.unsafeOffer(events, { kind: "error", slice, ep })
+        }
+      }
+      if (blocked.size > 0) drainBlocked(ep)
+    }
+
+    /** The endpoint is being destroyed: its posted slices fail over to another path, its waiting ones too. */
+    const cancel = (ep: RdmaEndpoint): void => {
+      for (const slice of Array.from(inflight.values())) {
+        if (slice.ep !== ep) continue
+        inflight.delete(slice.id)
+        Queue.unsafeOffer(events, { kind: "error", slice, ep })
+      }
+      const list = blocked.get(ep)
+      blocked.delete(ep)
+      if (list !== undefined) for (const s of list) Queue.unsafeOffer(slow, s)
+    }
+    rdma?.setDataPath(onCompletion, cancel)
+
+    // -----------------------------------------------------------------------------------------------------------------
+    // Fibers: endpoint setup, rail transitions and failures, timeouts
+    // -----------------------------------------------------------------------------------------------------------------
+
+    const available = (slice: Slice, l: number, r: number) =>
+      devices[l]?.enabled === true
+        ? rails.available(devices[l]?.name as string, slice.peer.railKeys[r] as string)
+        : Effect.succeed(false)
+
+    /** {@link pathNow} through the Effect API (rail transitions are logged). */
+    const choosePath = (slice: Slice): Effect.Effect<readonly [number, number] | undefined> =>
+      Effect.gen(function* () {
+        const [ol, or] = slice.optimal
+        if (slice.retries === 0 && (yield* available(slice, ol, or))) return slice.optimal
+        const nics = slice.peer.remoteNics.length
+        const n = devices.length * nics
+        for (let k = 1; k <= n; k++) {
+          const idx = (slice.lastFallback + k + n) % n
+          if (yield* available(slice, Math.floor(idx / nics), idx % nics)) {
+            slice.lastFallback = idx
+            return [Math.floor(idx / nics), idx % nics] as const
+          }
+        }
+        return undefined
+      })
+
+    /** TENT's worker when the endpoint is not READY: `getEndpoint` (bootstrap) on the worker, then post. */
+    const postSlow = (slice: Slice): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        if (slice.attempt !== slice.task.attempt || slice.task.failed) return
+        const path = yield* choosePath(slice)
+        if (path === undefined) return failSlice(slice, new RdmaTransferFailed({ message: "No available path" }))
+        const [l, r] = path
+        const got = yield* Effect.either(
+          (rdma as RdmaTransport).getEndpoint(
+            devices[l] as RdmaDevice,
+            { server: slice.peer.server, address: slice.peer.address },
+            slice.peer.remoteNics[r] as string
+          )
+        )
+        if (got._tag === "Left") return retryOrFail(slice, `no endpoint: ${got.left.message}`)
+        if (got.right.status !== "READY") return retryOrFail(slice, "endpoint not ready")
+        postOn(slice, l, r, got.right)
+      })
+    for (let i = 0; i < settings.workers.numWorkers; i++)
+      yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(slow), postSlow)))
+
+    const disable = (ep: RdmaEndpoint, slice: Slice): Effect.Effect<void> =>
+      Effect.zipRight(
+        rails.recordError(ep.device.name, slice.peer.railKeys[slice.remote] as string),
+        ep.status === "READY" || ep.status === "HANDSHAKING" ? (rdma as RdmaTransport).resetConnection(ep) : Effect.void
+      )
+
+    // The completion fiber: logged rail transitions and TENT's disableEndpoint on failures.
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Effect.flatMap(Queue.take(events), (e) => {
+          switch (e.kind) {
+            case "success":
+              return rails.recordSuccess(e.ep.device.name, e.slice.peer.railKeys[e.slice.remote] as string)
+            case "timeout":
+              return disable(e.ep, e.slice)
+            case "error":
+              return Effect.zipRight(
+                disable(e.ep, e.slice),
+                Effect.sync(() => {
+                  if (e.slice.attempt === e.slice.task.attempt) retryOrFail(e.slice, "work completion failed")
+                })
+              )
+          }
+        })
+      )
+    )
+
+    // TENT's software timeout: a slice in flight longer than max_timeout_ns ends TIMEOUT and its endpoint is retired.
+    if (rdma !== undefined) {
+      yield* Effect.forkScoped(
+        Effect.forever(
+          Effect.zipRight(
+            Effect.sleep(timeoutCheckMs(timeoutMs)),
+            Effect.sync(() => {
+              const now = performance.now()
+              for (const slice of inflight.values()) {
+                if (now - slice.postedAt < timeoutMs) break // post order: the rest are younger
+                inflight.delete(slice.id)
+                failSlice(
+                  slice,
+                  new TransferTimeout({
+                    timeoutMs,
+                    message: `a slice stayed in flight longer than ${timeoutMs} ms (transports/rdma/max_timeout_ns)`
+                  })
+                )
+                if (slice.ep !== undefined) Queue.unsafeOffer(events, { kind: "timeout", slice, ep: slice.ep })
+              }
+            })
+          )
+        )
+      )
+    }
+
+    // -----------------------------------------------------------------------------------------------------------------
+    // TCP: slices as SendData / RecvData calls, `max_concurrent_tasks` worker fibers, retries with backoff
+    // -----------------------------------------------------------------------------------------------------------------
+
     const tcpQueue = yield* Queue.unbounded<TcpSlice>()
     const runTcpSlice = (s: TcpSlice): Effect.Effect<void> =>
       Effect.gen(function* () {
         const t = tcp as TcpTransport
         let last: TcpDataError | undefined
         for (let attempt = 0; attempt < settings.tcp.maxRetryCount; attempt++) {
-          if (s.task.failed) return // another slice of the task failed already
+          if (s.task.failed || s.attempt !== s.task.attempt) return // the task failed already, or was resubmitted
           if (attempt > 0)
             yield* Effect.sleep(tcpRetryDelay(attempt, settings.tcp.retryBaseDelayMs, settings.tcp.retryMaxDelayMs))
           const r = s.write
@@ -225,150 +574,22 @@ export const make = (deps: TransfersDeps) =>
               last = undefined
               break
             }
-            finishTask(s.task, s.length, true)
+            finishTask(s.task, s.attempt, s.length, true)
             return
           }
           last = r.left
           if (last._tag !== "TransportFailure") break // the peer refused: retrying cannot help
         }
-        if (s.task.error === undefined) s.task.error = last
-        finishTask(s.task, s.length, false)
+        finishTask(s.task, s.attempt, s.length, false, last)
       })
     if (tcp !== undefined) {
       for (let i = 0; i < settings.tcp.maxConcurrentTasks; i++)
         yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(tcpQueue), runTcpSlice)))
     }
 
-    // Hot path: a data completion (plain code; the rail bookkeeping goes to the completion fiber).
-    const sge = { addr: 0, length: 0, lkey: 0 }
-    const wr: SendWr = { wrId: 0, opcode: WrOpcode.RDMA_WRITE, sendFlags: SendFlags.SIGNALED, sgList: [sge] }
-    const onCompletion = (ep: RdmaEndpoint, lane: number, wc: WorkCompletion): void => {
-      const slice = inflight.get(wc.wrId)
-      if (slice === undefined) return
-      inflight.delete(wc.wrId)
-      if ((ep.wrDepth[lane] as number) > 0) ep.wrDepth[lane] = (ep.wrDepth[lane] as number) - 1
-      laneFree.notify()
-      const ok = wc.status === WcStatus.SUCCESS
-      if (ok) finishSlice(slice, true)
-      Queue.unsafeOffer(events, { ok, slice, ep })
-    }
-    const cancel = (ep: RdmaEndpoint): void => {
-      for (const slice of Array.from(inflight.values())) {
-        if (slice.ep !== ep) continue
-        inflight.delete(slice.id)
-        Queue.unsafeOffer(events, { ok: false, slice, ep })
-      }
-    }
-    rdma?.setDataPath(onCompletion, cancel)
-
-    const enqueue = (slice: Slice) => {
-      const q = workers[rr++ % workers.length]
-      if (q !== undefined) Queue.unsafeOffer(q, slice)
-    }
-
-    const retryOrFail = (slice: Slice): Effect.Effect<void> =>
-      Effect.sync(() => {
-        slice.retries++
-        if (slice.retries >= settings.workers.maxRetryCount) finishSlice(slice, false)
-        else enqueue(slice)
-      })
-
-    // The completion fiber: rail bookkeeping and TENT's disableEndpoint on failures.
-    yield* Effect.forkScoped(
-      Effect.forever(
-        Effect.flatMap(Queue.take(events), ({ ep, ok, slice }) => {
-          const local = ep.device.name
-          const remote = railKey(slice, slice.remote)
-          if (ok) return rails.recordSuccess(local, remote)
-          return Effect.all([
-            rails.recordError(local, remote),
-            ep.status === "READY" || ep.status === "HANDSHAKING"
-              ? (rdma as RdmaTransport).resetConnection(ep)
-              : Effect.void,
-            retryOrFail(slice)
-          ])
-        })
-      )
-    )
-
-    const available = (slice: Slice, l: number, r: number) =>
-      devices[l]?.enabled === true
-        ? rails.available(devices[l]?.name as string, railKey(slice, r))
-        : Effect.succeed(false)
-
-    /** TENT `selectOptimalDevice` then `selectFallbackDevice`. */
-    const choosePath = (slice: Slice): Effect.Effect<readonly [number, number] | undefined> =>
-      Effect.gen(function* () {
-        const [ol, or] = slice.optimal
-        if (slice.retries === 0 && (yield* available(slice, ol, or))) return slice.optimal
-        const n = devices.length * slice.remoteNics.length
-        for (let k = 1; k <= n; k++) {
-          const idx = (slice.lastFallback + k + n) % n
-          const l = Math.floor(idx / slice.remoteNics.length)
-          const r = idx % slice.remoteNics.length
-          if (yield* available(slice, l, r)) {
-            slice.lastFallback = idx
-            return [l, r] as const
-          }
-        }
-        return undefined
-      })
-
-    const postSlice = (slice: Slice): Effect.Effect<void> =>
-      Effect.gen(function* () {
-        const path = yield* choosePath(slice)
-        if (path === undefined) {
-          // TENT: DeviceNotFound("No available path"): the slice fails.
-          finishSlice(slice, false)
-          return
-        }
-        const [l, r] = path
-        const device = devices[l] as RdmaDevice
-        const got = yield* Effect.either(
-          (rdma as RdmaTransport).getEndpoint(
-            device,
-            { server: slice.server, address: slice.address },
-            slice.remoteNics[r] as string
-          )
-        )
-        if (got._tag === "Left") {
-          yield* retryOrFail(slice)
-          return
-        }
-        const ep = got.right
-        for (;;) {
-          if (ep.status !== "READY") return yield* retryOrFail(slice)
-          let lane = 0
-          for (let i = 1; i < ep.wrDepth.length; i++)
-            if ((ep.wrDepth[i] as number) < (ep.wrDepth[lane] as number)) lane = i
-          if ((ep.wrDepth[lane] as number) < settings.endpoint.maxQpWr) {
-            slice.ep = ep
-            slice.lane = lane
-            slice.local = l
-            slice.remote = r
-            wr.wrId = slice.id
-            wr.opcode = slice.opcode as typeof wr.opcode
-            wr.remoteAddr = slice.remoteAddr
-            wr.rkey = slice.rkeys[r] as number
-            sge.addr = slice.localAddr
-            sge.length = slice.length
-            sge.lkey = slice.lkeys[l] as number
-            inflight.set(slice.id, slice)
-            const rc = (ep.dataQps[lane] as import("@tent/verbs").QueuePair).postSend(wr)
-            if (rc !== 0) {
-              inflight.delete(slice.id)
-              yield* rails.recordError(device.name, railKey(slice, r))
-              yield* (rdma as RdmaTransport).resetConnection(ep)
-              return yield* retryOrFail(slice)
-            }
-            ep.wrDepth[lane] = (ep.wrDepth[lane] as number) + 1
-            return
-          }
-          yield* laneFree.wait(laneFree.current)
-        }
-      })
-
-    for (const q of workers) yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(q), postSlice)))
+    // -----------------------------------------------------------------------------------------------------------------
+    // Submission
+    // -----------------------------------------------------------------------------------------------------------------
 
     /** The local buffer holding `[addr, addr + length)` and the offset of `addr` in it. */
     const findLocalBuffer = (addr: number, length: number) => {
@@ -380,15 +601,7 @@ export const make = (deps: TransfersDeps) =>
       return undefined
     }
 
-    /** TENT `getTransportType`: the first of the buffer's transports this engine has installed. */
-    const chooseTransport = (desc: SegmentDesc, buf: BufferDesc): TransportKind | undefined => {
-      for (const t of bufferTransports(buf)) {
-        if (t === "rdma" && rdma !== undefined && devices.length > 0 && desc.devices.length > 0) return "rdma"
-        if (t === "tcp" && tcp !== undefined && desc.rpc_server_addr !== "") return "tcp"
-      }
-      return undefined
-    }
-
+    /** The lkeys of the registered memory holding `[addr, addr + length)`. */
     const findLocal = (addr: number, length: number) => {
       for (const r of deps.localRegions()) {
         const base = r.mrs[0]?.addr
@@ -396,6 +609,106 @@ export const make = (deps: TransfersDeps) =>
           return r.mrs.map((m) => m.lkey)
       }
       return undefined
+    }
+
+    /** TENT `resolveTransport`'s candidates: the buffer's transports that this engine can use towards `desc`. */
+    const candidatesOf = (desc: SegmentDesc, buf: BufferDesc): Array<TransportKind> =>
+      bufferTransports(buf).filter((t) =>
+        t === "rdma"
+          ? rdma !== undefined && devices.length > 0 && desc.devices.length > 0
+          : tcp !== undefined && desc.rpc_server_addr !== ""
+      )
+
+    /** The task's slices on its current transport, or why it cannot be carried by it. */
+    const slicesOf = (task: Task): { rdma: Array<Slice>; tcp: Array<TcpSlice> } | string => {
+      const { req, desc, buf } = task.plan
+      const via = task.plan.candidates[task.priority]
+      const lengths = sliceLengths(req.length, settings.workers.blockSize)
+      task.slices = lengths.length
+      const out = { rdma: [] as Array<Slice>, tcp: [] as Array<TcpSlice> }
+      if (via === undefined) return "All available transports are failed"
+      if (via === "tcp") {
+        const local = findLocalBuffer(req.source, req.length)
+        if (local === undefined) return `source [${req.source}, +${req.length}) is not registered`
+        let off = 0
+        for (const len of lengths) {
+          out.tcp.push({
+            task,
+            attempt: task.attempt,
+            write: req.opcode === "WRITE",
+            local: local.buffer,
+            localOffset: local.offset + off,
+            remoteAddr: req.targetOffset + off,
+            length: len,
+            address: desc.rpc_server_addr
+          })
+          off += len
+        }
+        return out
+      }
+      const lkeys = findLocal(req.source, req.length)
+      if (lkeys === undefined) return `source [${req.source}, +${req.length}) is not registered`
+      const remoteNics = desc.devices.map((d) => d.name)
+      const peer: Peer = {
+        server: desc.name,
+        address: desc.rpc_server_addr,
+        remoteNics,
+        railKeys: remoteNics.map((n) => `${desc.name}/${n}`),
+        epKeys: remoteNics.map((n) => nicPath(desc.name, n)),
+        rkeys: buf.rkey
+      }
+      let off = 0
+      for (const len of lengths) {
+        const l = rr++ % devices.length
+        out.rdma.push({
+          id: nextSlice++,
+          task,
+          attempt: task.attempt,
+          opcode: req.opcode === "WRITE" ? WrOpcode.RDMA_WRITE : WrOpcode.RDMA_READ,
+          localAddr: req.source + off,
+          remoteAddr: req.targetOffset + off,
+          length: len,
+          lkeys,
+          peer,
+          optimal: [l, l % remoteNics.length],
+          retries: 0,
+          lastFallback: -1,
+          ep: undefined,
+          lane: 0,
+          local: l,
+          remote: l % remoteNics.length,
+          postedAt: 0
+        })
+        off += len
+      }
+      return out
+    }
+
+    const launch = (s: { rdma: Array<Slice>; tcp: Array<TcpSlice> }): void => {
+      for (const slice of s.rdma) post(slice)
+      for (const slice of s.tcp) Queue.unsafeOffer(tcpQueue, slice)
+    }
+
+    /** TENT `resubmitTransferTask`: the next candidate transport for a FAILED task; false if there is none. */
+    const failover = (task: Task): boolean => {
+      if (task.failovers >= settings.maxFailoverAttempts) return false
+      if (task.priority + 1 >= task.plan.candidates.length) return false
+      task.failovers++
+      task.priority++
+      task.attempt++
+      task.done = 0
+      task.bytes = 0
+      task.failed = false
+      const previous = task.error
+      task.error = undefined
+      const s = slicesOf(task)
+      if (typeof s === "string") {
+        task.failed = true
+        task.error = previous
+        return false
+      }
+      launch(s)
+      return true
     }
 
     const submitTransfer = (
@@ -411,9 +724,8 @@ export const make = (deps: TransfersDeps) =>
         }
         const start = batch.tasks.length
         const targets = new Set<string>()
-        const slices: Array<Slice> = []
-        const tcpSlices: Array<TcpSlice> = []
         const tasks: Array<Task> = []
+        const work: Array<{ rdma: Array<Slice>; tcp: Array<TcpSlice> }> = []
         for (const req of requests) {
           const name = yield* deps.segmentOf(req.target)
           const inside = (d: SegmentDesc) =>
@@ -424,97 +736,49 @@ export const make = (deps: TransfersDeps) =>
           if (!Number.isInteger(req.length) || req.length <= 0) {
             return yield* new InvalidRequest({ message: `length must be a positive integer, got ${req.length}` })
           }
-          const found = inside(desc)
-          if (found === undefined) {
+          const buf = inside(desc)
+          if (buf === undefined) {
             return yield* new InvalidRequest({
               message: `target [${req.targetOffset}, +${req.length}) is not in a buffer of segment ${name}`
             })
           }
-          const via = chooseTransport(desc, found)
-          if (via === undefined) {
+          const candidates = candidatesOf(desc, buf)
+          if (candidates.length === 0) {
             return yield* new InvalidRequest({
               message: `no installed transport reaches [${req.targetOffset}, +${req.length}) of segment ${name}`
             })
           }
-          if (via === "tcp") {
-            const local = findLocalBuffer(req.source, req.length)
-            if (local === undefined) {
-              return yield* new InvalidRequest({ message: `source [${req.source}, +${req.length}) is not registered` })
-            }
-            const task: Task = { slices: 0, done: 0, failed: false, bytes: 0 }
-            tasks.push(task)
-            let off = 0
-            for (const len of sliceLengths(req.length, settings.workers.blockSize)) {
-              tcpSlices.push({
-                task,
-                write: req.opcode === "WRITE",
-                local: local.buffer,
-                localOffset: local.offset + off,
-                remoteAddr: req.targetOffset + off,
-                length: len,
-                address: desc.rpc_server_addr
-              })
-              task.slices++
-              off += len
-            }
-            continue
+          const task: Task = {
+            plan: { req, desc, buf, candidates },
+            slices: 0,
+            done: 0,
+            failed: false,
+            bytes: 0,
+            priority: 0,
+            failovers: 0,
+            attempt: 0
           }
-          const lkeys = findLocal(req.source, req.length)
-          if (lkeys === undefined) {
-            return yield* new InvalidRequest({ message: `source [${req.source}, +${req.length}) is not registered` })
-          }
-          const buf = desc.buffers.find(
-            (b) => req.targetOffset >= b.addr && req.targetOffset + req.length <= b.addr + b.length
-          )
-          if (buf === undefined || desc.devices.length === 0) {
-            return yield* new InvalidRequest({
-              message: `target [${req.targetOffset}, +${req.length}) is not in a buffer of segment ${name}`
-            })
-          }
-          const remoteNics = desc.devices.map((d) => d.name)
-          const task: Task = { slices: 0, done: 0, failed: false, bytes: 0 }
+          const s = slicesOf(task)
+          if (typeof s === "string") return yield* new InvalidRequest({ message: s })
           tasks.push(task)
-          let off = 0
-          for (const len of sliceLengths(req.length, settings.workers.blockSize)) {
-            const l = rr % devices.length
-            slices.push({
-              id: nextSlice++,
-              task,
-              opcode: req.opcode === "WRITE" ? WrOpcode.RDMA_WRITE : WrOpcode.RDMA_READ,
-              localAddr: req.source + off,
-              remoteAddr: req.targetOffset + off,
-              length: len,
-              lkeys,
-              rkeys: buf.rkey,
-              server: desc.name,
-              address: desc.rpc_server_addr,
-              remoteNics,
-              optimal: [l, l % remoteNics.length],
-              retries: 0,
-              lastFallback: -1,
-              ep: undefined,
-              lane: 0,
-              local: l,
-              remote: l % remoteNics.length
-            })
-            rr++
-            task.slices++
-            off += len
-          }
+          work.push(s)
         }
         for (const t of tasks) batch.tasks.push(t)
-        for (const s of slices) enqueue(s)
-        for (const s of tcpSlices) Queue.unsafeOffer(tcpQueue, s)
+        for (const w of work) launch(w)
         if (notification !== undefined) {
           batch.hooks.push({ start, end: batch.tasks.length, notification, targets: Array.from(targets), fired: false })
         }
       })
 
+    // -----------------------------------------------------------------------------------------------------------------
+    // Status, failover on poll, submit hooks
+    // -----------------------------------------------------------------------------------------------------------------
+
     const statusOf = (batch: Batch): BatchStatus => {
       let completedTasks = 0
       let failedTasks = 0
       let bytes = 0
-      let error: TcpDataError | undefined
+      let error: TaskError | undefined
       for (const t of batch.tasks) {
         if (t.failed && error === undefined) error = t.error
         if (t.failed) failedTasks++
@@ -546,9 +810,10 @@ export const make = (deps: TransfersDeps) =>
         { discard: true }
       )
 
-    const progress = (batch: Batch): Effect.Effect<BatchStatus> =>
+    const progress = (batch: Batch, allowFailover: boolean): Effect.Effect<BatchStatus> =>
       progressLock.withPermits(1)(
         Effect.suspend(() => {
+          if (allowFailover) for (const t of batch.tasks) if (t.failed) failover(t)
           const s = statusOf(batch)
           return s.status === "COMPLETED" && batch.hooks.some((h) => !h.fired)
             ? Effect.as(fireHooks(batch), s)
@@ -559,7 +824,9 @@ export const make = (deps: TransfersDeps) =>
     const getTransferStatus = (batchId: number): Effect.Effect<BatchStatus, StatusError> =>
       Effect.suspend(() => {
         const batch = batches.get(batchId)
-        return batch === undefined ? Effect.fail(new BatchNotFound({ batchId })) : progress(batch)
+        return batch === undefined
+          ? Effect.fail(new BatchNotFound({ batchId }))
+          : progress(batch, settings.autoFailoverOnPoll)
       })
 
     // The progress fiber (TENT's optional ProgressWorker): fires hooks of batches that completed.
@@ -568,7 +835,8 @@ export const make = (deps: TransfersDeps) =>
         Effect.gen(function* () {
           const seen = completed.current
           for (const batch of batches.values()) {
-            if (batch.hooks.some((h) => !h.fired) && statusOf(batch).status === "COMPLETED") yield* progress(batch)
+            if (batch.hooks.some((h) => !h.fired) && statusOf(batch).status === "COMPLETED")
+              yield* progress(batch, false)
           }
           yield* completed.wait(seen)
         })
@@ -582,7 +850,7 @@ export const make = (deps: TransfersDeps) =>
           const seen = completed.current
           const s = yield* getTransferStatus(batchId)
           if (s.status !== "PENDING" || Date.now() >= deadline) return s
-          yield* Effect.raceFirst(completed.wait(seen), Effect.sleep(Math.max(1, Math.min(100, deadline - Date.now()))))
+          yield* completed.wait(seen, Math.max(1, Math.min(100, deadline - Date.now())))
         }
       })
 

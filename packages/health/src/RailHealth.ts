@@ -17,7 +17,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Config, Context, Effect, Layer, Ref } from "effect"
+import { Config, Context, Effect, Layer } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 
 /** A rail: the local and the remote device name. */
@@ -56,6 +56,17 @@ export interface RailHealthShape {
   readonly choose: (local: string, candidates: ReadonlyArray<string>) => Effect.Effect<string | undefined>
   /** Every rail seen so far, in the order first seen, with expired pauses cleared. */
   readonly snapshot: Effect.Effect<ReadonlyArray<RailState>>
+  /**
+   * Plain synchronous calls for a data path's hot path, with the clock the instance was built with. Each answers
+   * only when the call changes nothing worth a log line, and returns `undefined` otherwise (a pause expired, a paused
+   * rail recovered); the caller then makes the same call through the Effect API above, which logs it.
+   */
+  readonly unsafe: {
+    /** As {@link RailHealthShape.available}; `undefined` when the rail's pause has just expired. */
+    readonly available: (local: string, remote: string) => boolean | undefined
+    /** As {@link RailHealthShape.recordSuccess} for a rail that is not paused (true); `undefined` for a paused one. */
+    readonly recordSuccess: (local: string, remote: string) => true | undefined
+  }
 }
 
 /** The rail-health service tag. */
@@ -127,8 +138,6 @@ interface Entry {
   readonly resumeAt: number | undefined
 }
 
-type Rails = ReadonlyMap<string, Entry>
-
 const railKey = (local: string, remote: string) => `${local}\u0000${remote}`
 
 const clean = (local: string, remote: string): Entry => ({
@@ -176,9 +185,10 @@ type Transition = "none" | "paused" | "expired" | "recovered"
  * is the usual choice here, see {@link layer}).
  */
 export const make = (options: Partial<RailHealthOptions> = {}): Effect.Effect<RailHealthShape> =>
-  Effect.gen(function* () {
+  Effect.map(Effect.clock, (clock) => {
     const o: RailHealthOptions = { ...defaults, ...options }
-    const rails = yield* Ref.make<Rails>(new Map())
+    // One table, changed only by synchronous code (a call is atomic on the one JS thread).
+    const rails = new Map<string, Entry>()
 
     /** Applies `f` to the settled entry of a rail at the current time and stores the result. */
     const update = <A>(
@@ -186,22 +196,16 @@ export const make = (options: Partial<RailHealthOptions> = {}): Effect.Effect<Ra
       remote: string,
       f: (e: Entry, now: number) => readonly [A, Entry, Transition]
     ): Effect.Effect<A> =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        Ref.modify(rails, (m): readonly [readonly [A, Entry, Transition], Rails] => {
-          const k = railKey(local, remote)
-          const before = m.get(k) ?? clean(local, remote)
-          const settled = settle(before, now)
-          const [a, after, t] = f(settled, now)
-          const transition: Transition = t === "none" && settled !== before ? "expired" : t
-          if (after === before && m.has(k)) return [[a, after, transition], m]
-          const next = new Map(m)
-          next.set(k, after)
-          return [[a, after, transition], next]
-        })
-      ).pipe(
-        Effect.tap(([, e, t]) => log(e, t)),
-        Effect.map(([a]) => a)
-      )
+      Effect.suspend(() => {
+        const now = clock.unsafeCurrentTimeMillis()
+        const k = railKey(local, remote)
+        const before = rails.get(k) ?? clean(local, remote)
+        const settled = settle(before, now)
+        const [a, after, t] = f(settled, now)
+        const transition: Transition = t === "none" && settled !== before ? "expired" : t
+        if (after !== before || !rails.has(k)) rails.set(k, after)
+        return transition === "none" ? Effect.succeed(a) : Effect.as(log(after, transition), a)
+      })
 
     const available = (local: string, remote: string) =>
       update(local, remote, (e) => [e.resumeAt === undefined, e, "none"] as const)
@@ -227,15 +231,28 @@ export const make = (options: Partial<RailHealthOptions> = {}): Effect.Effect<Ra
         return undefined
       })
 
-    const snapshot = Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      Ref.modify(rails, (m): readonly [ReadonlyArray<RailState>, Rails] => {
-        const next = new Map<string, Entry>()
-        for (const [k, e] of m) next.set(k, settle(e, now))
-        return [Array.from(next.values(), toState), next]
-      })
-    )
+    const snapshot = Effect.sync(() => {
+      const now = clock.unsafeCurrentTimeMillis()
+      for (const [k, e] of rails) rails.set(k, settle(e, now))
+      return Array.from(rails.values(), toState)
+    })
 
-    return { available, recordError, recordSuccess, choose, snapshot } satisfies RailHealthShape
+    const unsafe: RailHealthShape["unsafe"] = {
+      available: (local, remote) => {
+        const e = rails.get(railKey(local, remote))
+        if (e === undefined || e.resumeAt === undefined) return true
+        return clock.unsafeCurrentTimeMillis() >= e.resumeAt ? undefined : false
+      },
+      recordSuccess: (local, remote) => {
+        const e = rails.get(railKey(local, remote))
+        if (e === undefined || isClean(e)) return true
+        if (e.resumeAt !== undefined) return undefined // un-pausing is logged: the Effect call does it
+        rails.set(railKey(local, remote), clean(local, remote))
+        return true
+      }
+    }
+
+    return { available, recordError, recordSuccess, choose, snapshot, unsafe } satisfies RailHealthShape
   })
 
 const log = (e: Entry, t: Transition): Effect.Effect<void> => {
