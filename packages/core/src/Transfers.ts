@@ -374,11 +374,17 @@ export const make = (deps: TransfersDeps) =>
     /** Posts the slice now if its rail is available and its endpoint READY; else hands it to a worker fiber. */
     const post = (slice: Slice): void => {
       const path = pathNow(slice)
-      if (path === null) return failSlice(slice, new RdmaTransferFailed({ message: "No available path" }))
+      if (path === null) {
+        failSlice(slice, new RdmaTransferFailed({ message: "No available path" }))
+        return
+      }
       if (path !== undefined) {
         const [l, r] = path
         const ep = devices[l]?.store.active.get(slice.peer.epKeys[r] as string)
-        if (ep !== undefined && ep.status === "READY") return postOn(slice, l, r, ep)
+        if (ep !== undefined && ep.status === "READY") {
+          postOn(slice, l, r, ep)
+          return
+        }
       }
       Queue.unsafeOffer(slow, slice)
     }
