@@ -268,6 +268,32 @@ describe("RailHealth: TENT's RailMonitor rules", () => {
   )
 })
 
+describe("RailHealth: the synchronous fast path (unsafe)", () => {
+  it.effect("agrees with the Effect API, and hands every logged transition back to it", () =>
+    withRails((rails) =>
+      Effect.gen(function* () {
+        expect(rails.unsafe.available("a", "x")).toBe(true)
+        expect(rails.unsafe.recordSuccess("a", "x")).toBe(true)
+        // Errors below the threshold: still available; a success clears them without a log line.
+        yield* errors(rails, "a", "x", 2)
+        expect(rails.unsafe.available("a", "x")).toBe(true)
+        expect(rails.unsafe.recordSuccess("a", "x")).toBe(true)
+        expect(yield* stateOf(rails, "a", "x")).toMatchObject({ errors: 0, cooldownMs: 0 })
+        // Paused: unavailable; clearing a pause is left to the Effect call (it logs "recovered").
+        yield* errors(rails, "a", "x", 3)
+        expect(rails.unsafe.available("a", "x")).toBe(false)
+        expect(rails.unsafe.recordSuccess("a", "x")).toBeUndefined()
+        expect(yield* stateOf(rails, "a", "x")).toMatchObject({ paused: true })
+        // The pause (120 s: 30 → 60 → 120) expires: the fast path says "ask the Effect API", which clears it.
+        yield* TestClock.adjust(S(120))
+        expect(rails.unsafe.available("a", "x")).toBeUndefined()
+        expect(yield* rails.available("a", "x")).toBe(true)
+        expect(rails.unsafe.available("a", "x")).toBe(true)
+      })
+    )
+  )
+})
+
 describe("RailHealth: config keys transports/rdma/rail_*", () => {
   const readConfig = (provider: ConfigProvider.ConfigProvider) =>
     RailHealth.config.pipe(Effect.withConfigProvider(provider), Effect.either)
