@@ -96,6 +96,9 @@ describe("tent --help and bad arguments", () => {
     ])
     expect(help.code).toBe(0)
     expect(help.stdout).toContain("Send one notification")
+    // stdout is a pipe here: no colour codes in the help or the errors.
+    expect(help.stdout).not.toContain(String.fromCharCode(27))
+    expect(bad.stderr).not.toContain(String.fromCharCode(27))
     expect(bad.code).toBe(2)
     expect(bad.stderr).toContain("usage: tent send ")
     expect(refused.code).toBe(1)

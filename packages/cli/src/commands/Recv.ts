@@ -50,9 +50,8 @@ export const command = Command.make(
               )
           })
         )
-        // Leave the acknowledgements of what arrived time to go out before the QPs are destroyed: a sender that
-        // never sees them would retry until its budget runs out.
-        yield* Effect.sleep("300 millis")
+        // No wait before exiting: an acknowledgement still owed is sent before a QP is destroyed (SoftVerbs), and a
+        // NIC acknowledges on arrival.
       })
     ).pipe(failWith("recv"))
 ).pipe(
