@@ -298,7 +298,8 @@ export class RdmaEndpoint {
 
   /**
    * TENT `connect`: bootstrap through `bootstrap` (the control-plane call, made without the lock), then connect the
-   * QPs. Concurrent callers share one attempt. Returns at once if the endpoint is READY.
+   * QPs. Concurrent callers share one attempt. Returns at once if the endpoint is READY, and succeeds when the call
+   * fails but the peer's simultaneous bootstrap made the endpoint READY meanwhile.
    */
   connect<E>(
     bootstrap: (desc: BootstrapDesc) => Effect.Effect<BootstrapDesc, E>
@@ -312,12 +313,16 @@ export class RdmaEndpoint {
       this.connecting = deferred
       const attempt = Effect.gen(this, function* () {
         const desc = this.localDesc(this.peerNicPath)
-        const reply = yield* bootstrap(desc)
+        const reply = yield* Effect.either(bootstrap(desc))
         yield* this.lock.withPermits(1)(
           Effect.suspend((): Effect.Effect<void, E | RdmaError | BootstrapRejected | EndpointUnavailable> => {
+            // Simultaneous open: the peer's own bootstrap may have set this endpoint up (accept) while ours was in
+            // flight. Then it is READY with the peer's QPs, whether our call came back or failed (TENT reuses the
+            // endpoint generation that issued the call; an endpoint here never changes its QPs).
             if (this.status === "READY") return Effect.void
+            if (reply._tag === "Left") return Effect.fail(reply.left)
             if (this.status !== "HANDSHAKING") return Effect.fail(this.unavailable(`endpoint is ${this.status}`))
-            return this.setupNoLock(reply)
+            return this.setupNoLock(reply.right)
           })
         )
       })

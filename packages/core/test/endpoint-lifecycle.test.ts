@@ -1,0 +1,356 @@
+/**
+ * Endpoint lifecycle (TENT `tent_endpoint_lifecycle_test`) on SoftVerbs QPs: `finishDestroy` and its 30 s forced
+ * destroy (driven by `TestClock`), the `QpRetirement` seam's notify-QP wait, `accept` of a peer that came back with new
+ * QPs, and simultaneous open — two RDMA transports, then two engines, bootstrapping towards each other at once.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { type BootstrapDesc, BootstrapRejected, makeNotification, type Notification, TransportFailure } from "@tent/rpc"
+import { SoftVerbs } from "@tent/verbs"
+import { Deferred, Effect, Layer, TestClock } from "effect"
+import { QpRetirement, RdmaEndpoint, type RdmaTransport, TransferEngine } from "../src/index.js"
+import { bareEndpoint, type Deliver, makeHost, openDevice, settings, twoTransports } from "./fixtures/endpoints.js"
+import { engineLayer } from "./fixtures/engine.js"
+
+/** Two endpoints on two SoftVerbs devices, `a` (server A) and `b` (server B), connected through `a.connect`. */
+const connectedPair = (retirement: QpRetirement.QpRetirementShape = QpRetirement.legacy) =>
+  Effect.gen(function* () {
+    const engine = yield* settings()
+    const clock = yield* Effect.clock
+    const { verbs } = yield* SoftVerbs.make({ devices: [{ name: "a" }, { name: "b" }] })
+    const devA = yield* openDevice(verbs, "a", engine)
+    const devB = yield* openDevice(verbs, "b", engine)
+    const a = new RdmaEndpoint.RdmaEndpoint(makeHost(engine, clock, { localServer: "A", retirement }), devA, "B@b", "B")
+    const b = new RdmaEndpoint.RdmaEndpoint(makeHost(engine, clock, { localServer: "B", retirement }), devB, "A@a", "A")
+    yield* Effect.addFinalizer(() => Effect.zipRight(a.deconstruct, b.deconstruct))
+    yield* a.lock.withPermits(1)(a.construct)
+    yield* b.lock.withPermits(1)(b.construct)
+    yield* a.connect((desc) => b.accept(desc))
+    expect([a.status, b.status, a.connected, b.connected]).toEqual(["READY", "READY", true, true])
+    return { a, b }
+  })
+
+const qpNums = (ep: RdmaEndpoint.RdmaEndpoint) => ep.dataQps.map((q) => q.qpNum)
+
+/** An endpoint in a line (a failed `toBe` on the object itself would print its 32 MiB of notify buffers). */
+const show = (ep: RdmaEndpoint.RdmaEndpoint | undefined) =>
+  ep === undefined ? "none" : `${ep.localNicPath} -> ${ep.peerNicPath} ${ep.status} data QPs ${qpNums(ep).join(",")}`
+
+/** `actual` is the very endpoint `expected`. */
+const expectSame = (actual: RdmaEndpoint.RdmaEndpoint | undefined, expected: RdmaEndpoint.RdmaEndpoint) => {
+  if (actual !== expected) expect(show(actual)).toBe(`${show(expected)} (that object)`)
+}
+
+const text = (n: Notification) => new TextDecoder().decode(n.name)
+
+/** Polls `cond` every 20 ms until it holds or `ms` pass; returns whether it held. */
+const waitUntil = (cond: () => boolean, ms: number) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + ms
+    while (!cond()) {
+      if (Date.now() > deadline) return false
+      yield* Effect.sleep("20 millis")
+    }
+    return true
+  })
+
+/** Sends one notification each way and waits (at most 5 s) until both arrived. */
+const notifyBothWays = (a: RdmaTransport.RdmaTransport, b: RdmaTransport.RdmaTransport, tag: string) =>
+  Effect.gen(function* () {
+    yield* a.sendNotification("B", makeNotification(`${tag}:A->B`, "x"))
+    yield* b.sendNotification("A", makeNotification(`${tag}:B->A`, "y"))
+    const atA: Array<string> = []
+    const atB: Array<string> = []
+    const arrived = yield* waitUntil(() => {
+      for (const n of a.inbox.drain()) atA.push(text(n))
+      for (const n of b.inbox.drain()) atB.push(text(n))
+      return atA.length > 0 && atB.length > 0
+    }, 5000)
+    expect(arrived).toBe(true)
+    expect(atA).toEqual([`${tag}:B->A`])
+    expect(atB).toEqual([`${tag}:A->B`])
+  })
+
+/** The one endpoint of device `mlx0` of `t`, after checking it is the only one and nothing was retired. */
+const onlyEndpoint = (t: RdmaTransport.RdmaTransport) => {
+  const store = (t.devices[0] as RdmaTransport.RdmaDevice).store
+  expect(store.size).toBe(1)
+  expect(store.waiting.size).toBe(0)
+  expect(store.evictions).toBe(0)
+  expect((t.devices[1] as RdmaTransport.RdmaDevice).store.size).toBe(0)
+  return [...store.active.values()][0] as RdmaEndpoint.RdmaEndpoint
+}
+
+/** Both ends READY and connected crosswise: each one's peer QP list is the other's data QPs. */
+const expectCrosswise = (epA: RdmaEndpoint.RdmaEndpoint, epB: RdmaEndpoint.RdmaEndpoint) => {
+  expect([epA.status, epB.status]).toEqual(["READY", "READY"])
+  expect([epA.connected, epB.connected]).toEqual([true, true])
+  expect(epA.peerQpNums).toEqual(qpNums(epB))
+  expect(epB.peerQpNums).toEqual(qpNums(epA))
+}
+
+/** A `Deliver` that holds each side's `Bootstrap` until both were issued, so neither reaches its peer first. */
+const bothInFlight = Effect.gen(function* () {
+  const both = yield* Deferred.make<void>()
+  let issued = 0
+  const gate = Effect.suspend(() => {
+    issued++
+    return issued === 2 ? Deferred.succeed(both, undefined) : Effect.void
+  }).pipe(Effect.zipRight(Deferred.await(both)))
+  return { gate, issued: () => issued }
+})
+
+describe("finishDestroy", () => {
+  it.scoped("FinishDestroyRejectsNonRetiringEndpoint: false for an UNINIT and a READY endpoint, state unchanged", () =>
+    Effect.gen(function* () {
+      const bare = bareEndpoint(makeHost(yield* settings(), yield* Effect.clock), "p@0")
+      expect(yield* bare.finishDestroy).toBe(false)
+      expect(bare.status).toBe("UNINIT")
+      const { a } = yield* connectedPair()
+      expect(yield* a.finishDestroy).toBe(false)
+      expect(a.status).toBe("READY")
+    })
+  )
+
+  it.scoped(
+    "waits while a data QP has work requests outstanding; forced after FINISH_DESTROY_TIMEOUT_MS (TestClock)",
+    () =>
+      Effect.gen(function* () {
+        const { a } = yield* connectedPair()
+        // Stands in for data WRs posted on lane 0 whose completions the data poller has not seen (TENT wr_depth_list_).
+        a.wrDepth[0] = 1
+        yield* a.retire
+        expect(a.status).toBe("DESTROYING")
+        expect(yield* a.finishDestroy).toBe(false)
+        yield* TestClock.adjust(RdmaEndpoint.FINISH_DESTROY_TIMEOUT_MS - 1)
+        expect(yield* a.finishDestroy).toBe(false)
+        expect(a.status).toBe("DESTROYING")
+        expect(a.notifyQpNum).not.toBe(0)
+        yield* TestClock.adjust(1)
+        expect(yield* a.finishDestroy).toBe(true)
+        expect(a.status).toBe("DESTROYED")
+        expect(a.notifyQpNum).toBe(0)
+      })
+  )
+
+  it.scoped("proceeds before the timeout once the outstanding data work requests drained", () =>
+    Effect.gen(function* () {
+      const { a } = yield* connectedPair()
+      a.wrDepth[1] = 2
+      yield* a.retire
+      expect(yield* a.finishDestroy).toBe(false)
+      a.wrDepth[1] = 0
+      expect(yield* a.finishDestroy).toBe(true)
+      expect(a.status).toBe("DESTROYED")
+    })
+  )
+
+  it.scoped("FinishDestroyIsIdempotent: true again once DESTROYED, and deconstruct after it does nothing", () =>
+    Effect.gen(function* () {
+      const { b } = yield* connectedPair()
+      yield* b.retire
+      expect(yield* b.finishDestroy).toBe(true)
+      expect(yield* b.finishDestroy).toBe(true)
+      yield* b.deconstruct
+      expect(b.status).toBe("DESTROYED")
+      const bare = bareEndpoint(makeHost(yield* settings(), yield* Effect.clock), "p@0")
+      bare.retireNoLock()
+      expect(yield* bare.finishDestroy).toBe(true)
+      expect(yield* bare.finishDestroy).toBe(true)
+    })
+  )
+
+  it.scoped(
+    "[legacy QpRetirement] destroys at once while notify sends are pending (destroyWaitsForNotifyQp false)",
+    () =>
+      Effect.gen(function* () {
+        expect(QpRetirement.legacy.destroyWaitsForNotifyQp).toBe(false)
+        const { a } = yield* connectedPair()
+        expect(a.postNotification(makeNotification("n", "pending"))).toBe(0)
+        expect(a.pending).toBe(1)
+        yield* a.retire
+        expect(yield* a.finishDestroy).toBe(true)
+        expect(a.status).toBe("DESTROYED")
+      })
+  )
+
+  it.scoped("a QpRetirement with destroyWaitsForNotifyQp waits for pending notify sends, at most the timeout", () =>
+    Effect.gen(function* () {
+      const waits = { unpublishAtRetire: true, destroyWaitsForNotifyQp: true }
+      const first = yield* connectedPair(waits)
+      expect(first.a.postNotification(makeNotification("n", "pending"))).toBe(0)
+      yield* first.a.retire
+      expect(yield* first.a.finishDestroy).toBe(false)
+      first.a.onSendComplete()
+      expect(first.a.pending).toBe(0)
+      expect(yield* first.a.finishDestroy).toBe(true)
+      // A send that never completes holds the destroy back only until the timeout.
+      const second = yield* connectedPair(waits)
+      expect(second.a.postNotification(makeNotification("n", "lost"))).toBe(0)
+      yield* second.a.retire
+      yield* TestClock.adjust(RdmaEndpoint.FINISH_DESTROY_TIMEOUT_MS - 1)
+      expect(yield* second.a.finishDestroy).toBe(false)
+      yield* TestClock.adjust(1)
+      expect(yield* second.a.finishDestroy).toBe(true)
+    })
+  )
+})
+
+describe("accept", () => {
+  it.scoped("is idempotent for the same peer QPs; BootstrapWithNewPeerQpsRetiresEstablishedEndpoint", () =>
+    Effect.gen(function* () {
+      const { a, b } = yield* connectedPair()
+      const again = a.localDesc("B@b")
+      const reply = yield* b.accept(again)
+      expect(reply.qp_num).toEqual(qpNums(b))
+      expect(b.status).toBe("READY")
+      const fresh: BootstrapDesc = { ...again, qp_num: again.qp_num.map((q) => q + 1000) }
+      const err = yield* Effect.flip(b.accept(fresh))
+      expect(err).toBeInstanceOf(BootstrapRejected)
+      expect(err.message).toBe("Endpoint retired for reconnection from peer")
+      expect(b.status).toBe("DESTROYING")
+      expect(b.connected).toBe(false)
+    })
+  )
+
+  it.scopedLive(
+    "a peer that comes back with a new endpoint: its first bootstrap retires ours and is refused, its retry connects",
+    () =>
+      Effect.gen(function* () {
+        const { A, B } = yield* twoTransports()
+        const devA = A.devices[0] as RdmaTransport.RdmaDevice
+        const devB = B.devices[0] as RdmaTransport.RdmaDevice
+        const old = yield* A.getEndpoint(devA, { server: "B", address: "B" }, "mlx0")
+        const oldPeer = onlyEndpoint(B)
+        expectCrosswise(old, oldPeer)
+        yield* A.resetConnection(old)
+        expect(devA.store.waiting.has(old)).toBe(true)
+        const refused = yield* Effect.either(A.getEndpoint(devA, { server: "B", address: "B" }, "mlx0"))
+        expect(refused._tag === "Left" ? refused.left : show(refused.right)).toMatchObject({
+          _tag: "BootstrapRejected",
+          message: "Endpoint retired for reconnection from peer"
+        })
+        expect(oldPeer.status).toBe("DESTROYING")
+        expect(devB.store.waiting.has(oldPeer)).toBe(true)
+        expect(devB.store.size).toBe(0)
+        const next = yield* A.getEndpoint(devA, { server: "B", address: "B" }, "mlx0")
+        const nextPeer = devB.store.active.get("A@mlx0") as RdmaEndpoint.RdmaEndpoint
+        expect(nextPeer !== oldPeer).toBe(true)
+        expectCrosswise(next, nextPeer)
+        yield* notifyBothWays(A, B, "after")
+      }).pipe(Effect.timeout("20 seconds"))
+  )
+})
+
+describe("simultaneous open", () => {
+  it.scopedLive("the RDMA transport's stores are SIEVE stores of endpoint_store_cap", () =>
+    Effect.gen(function* () {
+      const { A } = yield* twoTransports()
+      for (const d of A.devices) {
+        expect(d.store.policy).toBe("sieve")
+        expect(d.store.capacity).toBe(65536)
+      }
+    })
+  )
+
+  it.scopedLive(
+    "two transports bootstrap towards each other at once: one READY endpoint per NIC pair, crosswise, notifications both ways",
+    () =>
+      Effect.gen(function* () {
+        const { gate, issued } = yield* bothInFlight
+        const { A, B } = yield* twoTransports((_from, _desc, call) => Effect.zipRight(gate, call))
+        const [epA, epB] = yield* Effect.all(
+          [
+            A.getEndpoint(A.devices[0] as RdmaTransport.RdmaDevice, { server: "B", address: "B" }, "mlx0"),
+            B.getEndpoint(B.devices[0] as RdmaTransport.RdmaDevice, { server: "A", address: "A" }, "mlx0")
+          ],
+          { concurrency: 2 }
+        )
+        expect(issued()).toBe(2)
+        expectSame(onlyEndpoint(A), epA)
+        expectSame(onlyEndpoint(B), epB)
+        expectCrosswise(epA, epB)
+        yield* notifyBothWays(A, B, "simultaneous")
+        expect([A.counters.unknownQp, B.counters.unknownQp]).toEqual([0, 0])
+      }).pipe(Effect.timeout("20 seconds"))
+  )
+
+  it.scopedLive(
+    "connect succeeds when its bootstrap call fails after the peer's simultaneous bootstrap set the endpoint up",
+    () =>
+      Effect.gen(function* () {
+        const { gate } = yield* bothInFlight
+        const aSetUp = yield* Deferred.make<void>()
+        // Both calls reach their peer; B's sets A's endpoint up (passive), A's reply is lost after B accepted it.
+        const deliver: Deliver = (from, _desc, call) =>
+          Effect.zipRight(
+            gate,
+            from === "B"
+              ? Effect.zipLeft(call, Deferred.succeed(aSetUp, undefined))
+              : call.pipe(
+                  Effect.zipRight(Deferred.await(aSetUp)),
+                  Effect.zipRight(
+                    Effect.fail(new TransportFailure({ address: "B", reason: "Timeout", message: "reply lost" }))
+                  )
+                )
+          )
+        const { A, B } = yield* twoTransports(deliver)
+        const [epA, epB] = yield* Effect.all(
+          [
+            A.getEndpoint(A.devices[0] as RdmaTransport.RdmaDevice, { server: "B", address: "B" }, "mlx0"),
+            B.getEndpoint(B.devices[0] as RdmaTransport.RdmaDevice, { server: "A", address: "A" }, "mlx0")
+          ],
+          { concurrency: 2 }
+        )
+        expectSame(onlyEndpoint(A), epA)
+        expectSame(onlyEndpoint(B), epB)
+        expectCrosswise(epA, epB)
+        yield* notifyBothWays(A, B, "lost-reply")
+      }).pipe(Effect.timeout("20 seconds"))
+  )
+
+  it.scopedLive(
+    "two engines over the real control plane (127.0.0.1) notify each other at once: one endpoint pair, both ways",
+    () =>
+      Effect.gen(function* () {
+        const build = Effect.map(
+          Layer.build(engineLayer()),
+          (ctx) => ctx.unsafeMap.get(TransferEngine.TransferEngine.key) as TransferEngine.TransferEngineShape
+        )
+        const e1 = yield* build
+        const e2 = yield* build
+        yield* e1.openSegment(e2.segmentName)
+        yield* e2.openSegment(e1.segmentName)
+        yield* Effect.all(
+          [
+            e1.sendNotification(e2.segmentName, makeNotification("1->2", "first")),
+            e2.sendNotification(e1.segmentName, makeNotification("2->1", "first"))
+          ],
+          { concurrency: 2 }
+        )
+        const r1 = e1.rdma as RdmaTransport.RdmaTransport
+        const r2 = e2.rdma as RdmaTransport.RdmaTransport
+        const ep1 = onlyEndpoint(r1)
+        const ep2 = onlyEndpoint(r2)
+        expectCrosswise(ep1, ep2)
+        expect(ep1.peerNicPath).toBe(`${e2.segmentName}@mlx0`)
+        expect(ep2.peerNicPath).toBe(`${e1.segmentName}@mlx0`)
+        for (let i = 0; i < 10; i++) {
+          yield* e1.sendNotification(e2.segmentName, makeNotification(`1->2 #${i}`, "more"))
+          yield* e2.sendNotification(e1.segmentName, makeNotification(`2->1 #${i}`, "more"))
+        }
+        const at1: Array<string> = []
+        const at2: Array<string> = []
+        const arrived = yield* waitUntil(() => {
+          for (const n of Effect.runSync(e1.receiveNotifications)) at1.push(text(n))
+          for (const n of Effect.runSync(e2.receiveNotifications)) at2.push(text(n))
+          return at1.length >= 11 && at2.length >= 11
+        }, 5000)
+        expect(arrived).toBe(true)
+        expect(at1).toEqual(["2->1", ...Array.from({ length: 10 }, (_, i) => `2->1 #${i}`)])
+        expect(at2).toEqual(["1->2", ...Array.from({ length: 10 }, (_, i) => `1->2 #${i}`)])
+        // Still one endpoint per side afterwards.
+        expectSame(onlyEndpoint(r1), ep1)
+        expectSame(onlyEndpoint(r2), ep2)
+      }).pipe(Effect.timeout("30 seconds"))
+  )
+})
