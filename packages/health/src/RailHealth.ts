@@ -178,7 +178,7 @@ const toState = (e: Entry): RailState => ({
 })
 
 /** What happened to a rail in one call, for the log. */
-type Transition = "none" | "paused" | "expired" | "recovered"
+type Transition = "none" | "paused" | "rearmed" | "expired" | "recovered"
 
 /**
  * Builds a rail-health instance with its own table (TENT keeps one per worker and remote machine; one per engine
@@ -213,7 +213,8 @@ export const make = (options: Partial<RailHealthOptions> = {}): Effect.Effect<Ra
     const recordError = (local: string, remote: string) =>
       update(local, remote, (e, now) => {
         const after = failed(e, now, o)
-        return [undefined, after, after.resumeAt !== e.resumeAt ? "paused" : "none"] as const
+        const t: Transition = after.resumeAt === e.resumeAt ? "none" : e.resumeAt === undefined ? "paused" : "rearmed"
+        return [undefined, after, t] as const
       })
 
     const recordSuccess = (local: string, remote: string) =>
@@ -261,6 +262,11 @@ const log = (e: Entry, t: Transition): Effect.Effect<void> => {
       return Effect.void
     case "paused":
       return Effect.logWarning(`Rail paused for ${e.cooldownMs / 1000} s after ${e.errors} errors`).pipe(
+        Effect.annotateLogs({ local: e.local, remote: e.remote })
+      )
+    case "rearmed":
+      // TENT logs every re-armed pause as a warning (one per failed slice of a dead rail); one warning per pause here.
+      return Effect.logDebug(`Rail pause re-armed for ${e.cooldownMs / 1000} s after ${e.errors} errors`).pipe(
         Effect.annotateLogs({ local: e.local, remote: e.remote })
       )
     case "expired":

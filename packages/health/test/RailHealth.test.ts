@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Duration, Effect, Either, Layer, TestClock } from "effect"
+import { ConfigProvider, Duration, Effect, Either, Layer, Logger, LogLevel, TestClock } from "effect"
 import { RailHealth } from "../src/index.js"
 
 const S = (s: number) => Duration.seconds(s)
@@ -265,6 +265,25 @@ describe("RailHealth: TENT's RailMonitor rules", () => {
         }),
       RailHealth.layerTest
     )
+  )
+})
+
+describe("RailHealth: logs", () => {
+  it.effect("one warning per pause: errors that re-arm it log at debug level", () =>
+    Effect.gen(function* () {
+      const lines: Array<{ level: string; message: string }> = []
+      const capture = Logger.make(({ logLevel, message }) => {
+        lines.push({ level: logLevel.label, message: String(message) })
+      })
+      yield* withRails((rails) => errors(rails, "a", "x", 8)).pipe(
+        Effect.provide(Logger.replace(Logger.defaultLogger, capture)),
+        Logger.withMinimumLogLevel(LogLevel.All)
+      )
+      expect(lines.filter((l) => l.level === "WARN").map((l) => l.message)).toEqual([
+        "Rail paused for 120 s after 3 errors"
+      ])
+      expect(lines.filter((l) => l.level === "DEBUG")).toHaveLength(5)
+    })
   )
 })
 
