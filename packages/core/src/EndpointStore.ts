@@ -70,6 +70,17 @@ export class EndpointStore {
   }
 
   /**
+   * The endpoint stored for `key`, marking it visited as TENT's `SIEVEEndpointStore::get` does (a lookup through
+   * `active` does not count as a use for SIEVE). Plain synchronous code, for the data path.
+   */
+  get(key: string): RdmaEndpoint | undefined {
+    const entry = this.entries.get(key)
+    if (entry === undefined) return undefined
+    entry.visited = true
+    return entry.ep
+  }
+
+  /**
    * The live endpoint for `key` (marking it visited), or a new one from `make` inserted at the head. An endpoint
    * found retiring is moved to the reclaim list and replaced (endpoints are never reused); at capacity, one endpoint
    * is evicted first.

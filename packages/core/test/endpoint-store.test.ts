@@ -64,6 +64,19 @@ describe("EndpointStore", () => {
     })
   )
 
+  it.effect("`get` counts as a use for SIEVE, a lookup in `active` does not", () =>
+    withStore("sieve", (store, make) =>
+      Effect.sync(() => {
+        for (const k of ["a@0", "b@0", "c@0", "d@0"]) store.getOrInsert(k, () => make(k))
+        expect(store.get("a@0")?.peerNicPath).toBe("a@0")
+        expect(store.get("x@0")).toBeUndefined()
+        expect(store.active.get("b@0")?.peerNicPath).toBe("b@0")
+        store.getOrInsert("e@0", () => make("e@0"))
+        expect([...store.active.keys()].sort()).toEqual(["a@0", "c@0", "d@0", "e@0"])
+      })
+    )
+  )
+
   it.effect("SIEVE is the default policy", () =>
     Effect.sync(() => {
       expect(new EndpointStore.EndpointStore(4).policy).toBe("sieve")
