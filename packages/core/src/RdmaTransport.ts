@@ -508,6 +508,7 @@ export const make = (deps: RdmaTransportDeps): Effect.Effect<RdmaTransport | und
           const rc = ep.postNotification(n)
           if (rc === 0) {
             counters.sent++
+            void (ep.device as RdmaDevice).store.get(ep.peerNicPath) // a use, for SIEVE (as the full path's lookup)
             return Effect.void
           }
           if (rc === -1) {

@@ -380,7 +380,7 @@ export const make = (deps: TransfersDeps) =>
       }
       if (path !== undefined) {
         const [l, r] = path
-        const ep = devices[l]?.store.active.get(slice.peer.epKeys[r] as string)
+        const ep = devices[l]?.store.get(slice.peer.epKeys[r] as string)
         if (ep !== undefined && ep.status === "READY") {
           postOn(slice, l, r, ep)
           return
