@@ -82,6 +82,9 @@ export const quickPlan = (count: number): Plan => ({
 export const quickFactors =
   "control-plane timeouts rpc/{request,bootstrap,notify,connect}_timeout_ms 30 s → 1 s (×1/30); frozen-peer hold 60 s → 2 s (×1/30); stall bound 75 s → 5 s (×1/15); END grace 15 s → 3 s (×1/5); slice retry budget workers/max_retry_count 8 → 2 attempts (×1/4); QP retry attributes unchanged (the legacy notify QP's are hard-coded: RFC PR 2)"
 
+/** `transports/tcp/max_retry_count` (TENT's default, kept by the probe): SendData attempts after failover to TCP. */
+const TCP_ATTEMPTS = 3
+
 /** The effective control-plane timeout of a plan. */
 export const rpcTimeout = (plan: Plan) => (plan.rpcTimeoutMs === -1 ? 30_000 : plan.rpcTimeoutMs)
 
@@ -278,7 +281,8 @@ const frozenTransfer = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row
       yield* i.request({ cmd: "open", target: r.segment }, rpcTimeout(plan) * 3 + 10_000)
       report(`scenario 5 ${arm}: receiver frozen, submitTransfer of 4 KiB with a notification`)
       r.signal("SIGSTOP")
-      const bound = rpcTimeout(plan) * (plan.maxRetry + 2) + 10_000
+      // RDMA slice attempts, then (failover on poll, TENT's default) the TCP attempts, each bounded by the timeout.
+      const bound = rpcTimeout(plan) * (plan.maxRetry + TCP_ATTEMPTS + 2) + 10_000
       const reply = yield* i
         .request<{ submitMs: number; settledMs: number; status: string }>(
           { cmd: "frozenTransfer", target: r.segment, remoteAddr: r.addr, session: session(), boundMs: bound },
@@ -294,7 +298,7 @@ const frozenTransfer = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row
         received: c.received,
         duplicates: c.duplicates,
         seconds: [s(reply.submitMs), s(reply.settledMs)],
-        note: `submitTransfer returned, then the batch ended ${reply.status} (${plan.maxRetry} attempts, each a ${s(rpcTimeout(plan))} s bootstrap timeout)`
+        note: `submitTransfer returned, then the batch ended ${reply.status} (up to ${plan.maxRetry} RDMA attempts, each a ${s(rpcTimeout(plan))} s bootstrap timeout, then failover to TCP: up to ${TCP_ATTEMPTS} SendData calls of ${s(rpcTimeout(plan))} s)`
       } satisfies Row
     })
   )
