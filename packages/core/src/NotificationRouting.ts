@@ -13,7 +13,7 @@
  */
 import { Context, Layer } from "effect"
 
-/** The routing policy; `T` is the engine's transport handle. */
+/** The routing policy; `T` is the engine's transport handle. The engine evaluates both orders once, when it starts. */
 export interface NotificationRoutingShape {
   /** The transports a send tries, in order, from the notification-capable ones in slot order. */
   readonly sendOrder: <T>(capable: ReadonlyArray<T>) => ReadonlyArray<T>

@@ -265,41 +265,55 @@ export const make = Effect.gen(function* () {
       : Effect.succeed(name)
   }
 
-  const sendVia = (
-    order: ReadonlyArray<Transport>,
-    name: string,
-    n: Notification
-  ): Effect.Effect<void, SendNotificationError> => {
-    const [first, ...rest] = order
-    if (first === undefined) {
-      return Effect.fail(new NotificationNotSupported({ message: "Notification not supported" }))
-    }
-    const attempt = first.sendNotification(name, n) as Effect.Effect<void, SendNotificationError>
-    return rest.length === 0
+  // The routing policy over this engine's transports, evaluated once: the transports do not change after start.
+  const sendOrder = routing.sendOrder(capable)
+  const drainOrder = routing.drainOrder(capable)
+
+  const sendVia = (i: number, name: string, n: Notification): Effect.Effect<void, SendNotificationError> => {
+    const t = sendOrder[i]
+    if (t === undefined) return Effect.fail(new NotificationNotSupported({ message: "Notification not supported" }))
+    const attempt = t.sendNotification(name, n) as Effect.Effect<void, SendNotificationError>
+    return i + 1 === sendOrder.length
       ? attempt
       : Effect.catchIf(
           attempt,
           (e) => routing.fallback(e),
-          () => sendVia(rest, name, n)
+          () => sendVia(i + 1, name, n)
         )
   }
+  // A segment given by name goes straight to the first transport (for RDMA: one `Effect.suspend` posting to the
+  // endpoint last used, when it is still READY); a handle is resolved first.
   const sendNotification = (segment: SegmentHandle | string, n: Notification) =>
-    Effect.flatMap(segmentOf(segment), (name) => sendVia(routing.sendOrder(capable), name, n))
+    typeof segment === "string"
+      ? sendVia(0, segment, n)
+      : Effect.flatMap(segmentOf(segment), (name) => sendVia(0, name, n))
 
   const drain = (): Array<Notification> => {
+    if (drainOrder.length === 1) return (drainOrder[0] as Transport).inbox.drain()
     const out: Array<Notification> = []
-    for (const t of routing.drainOrder(capable)) for (const n of t.inbox.drain()) out.push(n)
+    for (const t of drainOrder) if (t.inbox.size > 0) for (const n of t.inbox.drain()) out.push(n)
     return out
   }
-  const nextChunk: Effect.Effect<Chunk.Chunk<Notification>> = Effect.suspend(() => {
-    const seen = signal.current
-    const got = drain()
-    return got.length > 0 ? Effect.succeed(Chunk.unsafeFromArray(got)) : Effect.zipRight(signal.wait(seen), nextChunk)
-  })
 
-  // One channel step per chunk taken from the inboxes, run in the consumer's fiber (no element-wise re-chunking).
+  // One channel step per chunk, run in the consumer's fiber: take what is queued and emit it, or park on this run's
+  // wake-up slot and look again. A notification leaves its inbox only in the step that emits it, so a consumer
+  // interrupted while parked takes nothing with it. (`Channel.repeated` over an effect that drains or waits, with a
+  // canceller per wait, cost about a dozen more run-loop steps per chunk.)
   const notifications: Stream.Stream<Notification> = Stream.fromChannel(
-    Channel.repeated(Channel.flatMap(Channel.fromEffect(nextChunk), Channel.write))
+    Channel.suspend(() => {
+      const waiter = signal.subscribe()
+      const again = () => next
+      const next: Channel.Channel<Chunk.Chunk<Notification>> = Channel.suspend(() => {
+        waiter.seen = signal.current
+        const got = drain()
+        return got.length > 0 ? Channel.flatMap(Channel.write(Chunk.unsafeFromArray(got)), again) : park
+      })
+      const park = Channel.flatMap(Channel.fromEffect(waiter.wait), again)
+      return Channel.ensuring(
+        next,
+        Effect.sync(() => waiter.close())
+      )
+    })
   )
 
   const transfers = yield* Transfers.make({

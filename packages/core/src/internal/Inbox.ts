@@ -5,32 +5,73 @@
 import type { Notification } from "@tent/rpc"
 import { Effect } from "effect"
 
-/** Wakes every waiter on `notify()`; a waiter that arrives after a `notify()` it has not seen returns at once. */
+type Resume = (effect: Effect.Effect<void>) => void
+
+/**
+ * One consumer's wake-up slot, from {@link Signal.subscribe}: it holds at most one parked fiber, so a wait that was
+ * interrupted leaves nothing behind but a resume the next wait overwrites (the fiber ignores a second resume).
+ */
+export class Waiter {
+  /** The parked fiber's resume, if one is waiting. */
+  resume: Resume | undefined = undefined
+  /** The signal's version when the consumer last looked at the queues. */
+  seen = 0
+  /** Parks the calling fiber until the signal's version moves past `seen`. */
+  readonly wait: Effect.Effect<void>
+
+  constructor(readonly signal: Signal) {
+    // No canceller: with one, `Effect.async` wraps the wait in an interruption handler, several more run-loop steps
+    // per wake-up on the notification path.
+    this.wait = Effect.async<void>((resume) => {
+      if (signal.current !== this.seen) resume(Effect.void)
+      else this.resume = resume
+    })
+  }
+
+  /** Stops receiving wake-ups (the consumer is done). */
+  close(): void {
+    this.resume = undefined
+    this.signal.unsubscribe(this)
+  }
+}
+
+/**
+ * Wakes every subscribed consumer on `notify()`; a consumer that waits after a `notify()` it has not seen returns at
+ * once.
+ */
 export class Signal {
-  private waiters = new Set<() => void>()
+  /** Replaced, never mutated, on (un)subscribe: `notify` may iterate it while a consumer it wakes unsubscribes. */
+  private waiters: ReadonlyArray<Waiter> = []
   private version = 0
 
   notify(): void {
     this.version++
     const ws = this.waiters
-    if (ws.size === 0) return
-    this.waiters = new Set()
-    for (const w of ws) w()
+    for (let i = 0; i < ws.length; i++) {
+      const w = ws[i] as Waiter
+      const resume = w.resume
+      if (resume !== undefined) {
+        w.resume = undefined
+        resume(Effect.void)
+      }
+    }
   }
 
-  /** The current version, to pass to {@link wait}. */
+  /** The current version, to compare with a {@link Waiter}'s `seen`. */
   get current(): number {
     return this.version
   }
 
-  /** Waits until the version moves past `seen`. */
-  wait(seen: number): Effect.Effect<void> {
-    return Effect.async<void>((resume) => {
-      if (this.version !== seen) return resume(Effect.void)
-      const w = () => resume(Effect.void)
-      this.waiters.add(w)
-      return Effect.sync(() => void this.waiters.delete(w))
-    })
+  /** A wake-up slot for one consumer; {@link Waiter.close} it when the consumer ends. */
+  subscribe(): Waiter {
+    const w = new Waiter(this)
+    this.waiters = [...this.waiters, w]
+    return w
+  }
+
+  /** Removes `w` (see {@link Waiter.close}). */
+  unsubscribe(w: Waiter): void {
+    this.waiters = this.waiters.filter((x) => x !== w)
   }
 }
 
@@ -44,7 +85,7 @@ export class Inbox {
     this.signal.notify()
   }
 
-  /** Takes everything queued (TENT `receiveNotification`). */
+  /** Takes everything queued (TENT `receiveNotification`); the returned array is the caller's. */
   drain(): Array<Notification> {
     if (this.list.length === 0) return []
     const out = this.list
