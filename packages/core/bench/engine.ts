@@ -9,7 +9,8 @@
  *   send-to-arrival in this engine's stream (floor: 2000 raw SENDs back to back, p50 of echo RTT/2).
  * - `write_64k_mb_per_s`: 64 KiB WRITE requests through `submitTransfer` over two rails, 16 per batch, two batches in
  *   flight (the next is submitted before the previous is waited for) (floor: raw 64 KiB RDMA WRITEs on one QP, 8 in
- *   flight — the verbs bench's figure, measured here). Both are sustained throughput with the wire kept busy.
+ *   flight — the verbs bench's figure, measured here). Both are sustained throughput with the wire kept busy, both
+ *   after an untimed warm-up (32 MiB with `--quick`), timed over 128 MiB (`--quick`) or 512 MiB.
  */
 import { fileURLToPath } from "node:url"
 import type { Notification } from "@tent/rpc"
@@ -53,7 +54,7 @@ const median = (xs: ReadonlyArray<number>): number => {
 const now = () => performance.timeOrigin + performance.now()
 
 /** Raw SoftVerbs floor: this process's QP against the echo peer. */
-const floors = (rounds: number, warmup: number, writeMb: number) =>
+const floors = (rounds: number, warmup: number, warmMb: number, writeMb: number) =>
   Effect.gen(function* () {
     const peer = yield* spawnChild<{ gid: string; qpNum: number; psn: number; addr: number; rkey: number }>(
       here("echo-peer.ts")
@@ -157,10 +158,7 @@ const floors = (rounds: number, warmup: number, writeMb: number) =>
       () => {}
     )
     const burstMs = median(lat)
-    // 64 KiB WRITEs, 8 in flight.
-    const total = writeMb * 16
-    let posted = 0
-    let completed = 0
+    // 64 KiB WRITEs, 8 in flight: an untimed warm-up of `warmMb`, then `writeMb` timed (as the engine's).
     const wsge = { addr: mr.addr, length: 65536, lkey: mr.lkey }
     const wwr = {
       wrId: 0,
@@ -170,32 +168,42 @@ const floors = (rounds: number, warmup: number, writeMb: number) =>
       remoteAddr: peer.ready.addr,
       rkey: peer.ready.rkey
     }
-    const postOne = () => {
-      wsge.addr = mr.addr + (posted % 512) * 65536
-      wwr.remoteAddr = peer.ready.addr + (posted % 512) * 65536
-      posted++
-      qp.postSend(wwr)
-    }
-    const w0 = performance.now()
-    yield* run(
-      () => {
-        for (let i = 0; i < 8; i++) postOne()
-      },
-      () => {},
-      () => {
-        completed++
-        if (completed >= total) return doneRef.done()
-        if (posted < total) postOne()
-      }
-    )
-    const writeMbps = (total * 65536) / (1 << 20) / ((performance.now() - w0) / 1000)
+    const writes = (mb: number) =>
+      Effect.suspend(() => {
+        const total = mb * 16
+        let posted = 0
+        let completed = 0
+        const postOne = () => {
+          wsge.addr = mr.addr + (posted % 512) * 65536
+          wwr.remoteAddr = peer.ready.addr + (posted % 512) * 65536
+          posted++
+          qp.postSend(wwr)
+        }
+        const w0 = performance.now()
+        return Effect.map(
+          run(
+            () => {
+              for (let i = 0; i < 8; i++) postOne()
+            },
+            () => {},
+            () => {
+              completed++
+              if (completed >= total) return doneRef.done()
+              if (posted < total) postOne()
+            }
+          ),
+          () => (total * 65536) / (1 << 20) / ((performance.now() - w0) / 1000)
+        )
+      })
+    yield* writes(warmMb)
+    const writeMbps = yield* writes(writeMb)
     return { oneWayUs, burstMs, writeMbps }
   })
 
 /** Ends the `run` in progress (its completion callbacks call it). */
 const doneRef: { done: () => void } = { done: () => {} }
 
-const engineFigures = (rounds: number, warmup: number, writeMb: number, log: (l: string) => void) =>
+const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: number, log: (l: string) => void) =>
   Effect.gen(function* () {
     const peer = yield* spawnChild<{ segment: string }>(here("../test/fixtures/engine-peer.ts"), ["{}"])
     const ctx = yield* Layer.build(engineLayer({}))
@@ -238,7 +246,6 @@ const engineFigures = (rounds: number, warmup: number, writeMb: number, log: (l:
     const local = Buffer.alloc(32 << 20, 3)
     const mem = yield* engine.registerSegment(local)
     const target = yield* engine.openSegment(peer.ready.segment)
-    const batches = Math.max(1, Math.floor((writeMb * 16) / 16))
     const submit = (b: number) =>
       Effect.gen(function* () {
         const batch = yield* engine.allocateBatch
@@ -261,14 +268,20 @@ const engineFigures = (rounds: number, warmup: number, writeMb: number, log: (l:
         yield* engine.freeBatch(batch)
       })
     // Two batches in flight: batch b + 1 is submitted before batch b is waited for, so the rails never drain
-    // between batches (the floor keeps its QP busy the same way, with 8 WRITEs in flight).
+    // between batches (the floor keeps its QP busy the same way, with 8 WRITEs in flight). Each batch is 1 MiB.
+    const writes = (batches: number) =>
+      Effect.gen(function* () {
+        let inFlight = yield* submit(0)
+        for (let b = 1; b <= batches; b++) {
+          const next = b < batches ? yield* submit(b) : undefined
+          yield* finish(b - 1, inFlight)
+          if (next !== undefined) inFlight = next
+        }
+      })
+    yield* writes(warmMb)
+    const batches = writeMb
     const w0 = performance.now()
-    let inFlight = yield* submit(0)
-    for (let b = 1; b <= batches; b++) {
-      const next = b < batches ? yield* submit(b) : undefined
-      yield* finish(b - 1, inFlight)
-      if (next !== undefined) inFlight = next
-    }
+    yield* writes(batches)
     const writeMbps = (batches * 16 * 65536) / (1 << 20) / ((performance.now() - w0) / 1000)
     log(`engine WRITE ${writeMbps.toFixed(1)} MB/s`)
     return { oneWayUs, burstMs, writeMbps }
@@ -280,12 +293,14 @@ export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchRes
   // Untimed ping-pongs before the timed ones, for the floor and the engine alike: both processes' code is JIT-compiled
   // by then (with 1000 cold rounds the median measured V8's tiering, not the notify path).
   const warmup = options.quick ? 3000 : 5000
-  const writeMb = options.quick ? 64 : 256
-  const floor = await Effect.runPromise(Effect.scoped(floors(rounds, warmup, writeMb)))
+  // WRITE: an untimed warm-up (JIT) before the timed MiB, for the floor and the engine alike.
+  const warmMb = options.quick ? 32 : 64
+  const writeMb = options.quick ? 128 : 512
+  const floor = await Effect.runPromise(Effect.scoped(floors(rounds, warmup, warmMb, writeMb)))
   options.log(
     `floor: SEND one-way ${floor.oneWayUs.toFixed(1)} µs, burst p50 ${floor.burstMs.toFixed(2)} ms, WRITE ${floor.writeMbps.toFixed(1)} MB/s`
   )
-  const engine = await Effect.runPromise(Effect.scoped(engineFigures(rounds, warmup, writeMb, options.log)))
+  const engine = await Effect.runPromise(Effect.scoped(engineFigures(rounds, warmup, warmMb, writeMb, options.log)))
   return [
     {
       name: "notify_one_way_us",
