@@ -126,42 +126,29 @@ describe("transfer faults (two processes)", () => {
     60_000
   )
 
-  it.live(
-    "with max_failover_attempts 0 the same task stays FAILED (no path over RDMA), TCP untouched",
-    () =>
-      withEngines({ max_failover_attempts: 0 }, (engine, peer, control) =>
-        Effect.gen(function* () {
-          const { remote, mem, target } = yield* setUp(engine, peer)
-          yield* portsDown(engine, control)
-          const batch = yield* engine.allocateBatch
-          yield* engine.submitTransfer(batch, [
-            { opcode: "WRITE", source: mem.addr, target, targetOffset: remote.addr, length: 64 * KiB }
-          ])
-          const status = yield* engine.waitTransfer(batch, 5_000)
-          expect(status.status).toBe("FAILED")
-          expect(status.error?._tag).toBe("RdmaTransferFailed")
-          expect(engine.tcp?.counters.dataOk ?? 0).toBe(0)
-        })
-      ),
-    60_000
-  )
-
-  it.live(
-    "with enable_auto_failover_on_poll false, polling leaves the failed task FAILED",
-    () =>
-      withEngines({ enable_auto_failover_on_poll: false }, (engine, peer, control) =>
-        Effect.gen(function* () {
-          const { remote, mem, target } = yield* setUp(engine, peer)
-          yield* portsDown(engine, control)
-          const batch = yield* engine.allocateBatch
-          yield* engine.submitTransfer(batch, [
-            { opcode: "WRITE", source: mem.addr, target, targetOffset: remote.addr, length: 64 * KiB }
-          ])
-          const status = yield* engine.waitTransfer(batch, 5_000)
-          expect(status.status).toBe("FAILED")
-          expect(engine.tcp?.counters.dataOk ?? 0).toBe(0)
-        })
-      ),
-    60_000
-  )
+  // The controls: the same fault with failover turned off, either way, leaves the task FAILED over RDMA.
+  for (const [why, json] of [
+    ["max_failover_attempts 0", { max_failover_attempts: 0 }],
+    ["enable_auto_failover_on_poll false", { enable_auto_failover_on_poll: false }]
+  ] as const) {
+    it.live(
+      `with ${why} the same task stays FAILED (no path over RDMA), TCP untouched`,
+      () =>
+        withEngines(json, (engine, peer, control) =>
+          Effect.gen(function* () {
+            const { remote, mem, target } = yield* setUp(engine, peer)
+            yield* portsDown(engine, control)
+            const batch = yield* engine.allocateBatch
+            yield* engine.submitTransfer(batch, [
+              { opcode: "WRITE", source: mem.addr, target, targetOffset: remote.addr, length: 64 * KiB }
+            ])
+            const status = yield* engine.waitTransfer(batch, 5_000)
+            expect(status.status).toBe("FAILED")
+            expect(status.error?._tag).toBe("RdmaTransferFailed")
+            expect(engine.tcp?.counters.dataOk ?? 0).toBe(0)
+          })
+        ),
+      60_000
+    )
+  }
 })
