@@ -99,9 +99,6 @@ interface Plan {
 
 interface Task {
   readonly plan: Plan
-  readonly batch: Batch
-  /** Counted out of the batch's `pending` (all slices done, or failed). */
-  finished: boolean
   slices: number
   done: number
   failed: boolean
@@ -139,8 +136,6 @@ interface Hook {
 interface Batch {
   readonly tasks: Array<Task>
   readonly hooks: Array<Hook>
-  /** Tasks not finished yet: waiters are woken when it reaches 0 or a task fails, not per task. */
-  pending: number
 }
 
 /** The peer side of a task's RDMA slices, shared by them. */
@@ -303,11 +298,7 @@ export const make = (deps: TransfersDeps) =>
         task.failed = true
         task.error = error
       }
-      if (!task.finished && (task.done === task.slices || task.failed)) {
-        task.finished = true
-        task.batch.pending--
-        if (task.batch.pending === 0 || task.failed) completed.notify()
-      }
+      if (task.done === task.slices || task.failed) completed.notify()
     }
     const failSlice = (slice: Slice, error: TaskError): void =>
       finishTask(slice.task, slice.attempt, slice.length, false, error)
@@ -714,16 +705,12 @@ export const make = (deps: TransfersDeps) =>
       task.done = 0
       task.bytes = 0
       task.failed = false
-      task.finished = false
-      task.batch.pending++
       const previous = task.error
       task.error = undefined
       const s = slicesOf(task)
       if (typeof s === "string") {
         task.failed = true
         task.error = previous
-        task.finished = true
-        task.batch.pending--
         return false
       }
       launch(s)
@@ -769,8 +756,6 @@ export const make = (deps: TransfersDeps) =>
           }
           const task: Task = {
             plan: { req, desc, buf, candidates },
-            batch,
-            finished: false,
             slices: 0,
             done: 0,
             failed: false,
@@ -784,7 +769,6 @@ export const make = (deps: TransfersDeps) =>
           tasks.push(task)
           work.push(s)
         }
-        batch.pending += tasks.length
         for (const t of tasks) batch.tasks.push(t)
         for (const w of work) launch(w)
         if (notification !== undefined) {
@@ -879,7 +863,7 @@ export const make = (deps: TransfersDeps) =>
     return {
       allocateBatch: Effect.sync(() => {
         const id = nextBatch++
-        batches.set(id, { tasks: [], hooks: [], pending: 0 })
+        batches.set(id, { tasks: [], hooks: [] })
         return id
       }),
       submitTransfer,
