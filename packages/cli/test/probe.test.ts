@@ -48,8 +48,14 @@ describe("tent probe (legacy arm, two processes)", () => {
     }
     // 5: the batch settles only after the bootstrap timeouts (at least one 1 s timeout).
     expect(row(5).seconds[1]).toBeGreaterThanOrEqual(0.9)
-    // 6: one sendNotification blocked about as long as the peer was frozen (2 s quick).
-    expect(row(6).seconds[0]).toBeGreaterThanOrEqual(1)
+    // 5: and past the RDMA attempts, the task failed over to TCP and paid its attempts too (2 + 3 timeouts of 1 s).
+    expect(row(5).seconds[1]).toBeGreaterThanOrEqual(4)
+    // 6: the freeze costs the sender. With 500 + 500 here the freeze comes after 250 standalone sends while transfers
+    // still run: a frozen SoftVerbs process does not acknowledge, so the data QPs' retry budget (~0.5 s) retires the
+    // endpoint and its notify QP mid-freeze, losing what was in flight, and the next call may wait a bootstrap
+    // timeout; or, when no transfer is in flight, the sends fill the window and one blocks. (`pnpm demo`, 2000 + 2000,
+    // shows the pure case: 4000/4000 and one call blocked for the whole 2 s freeze.)
+    expect(row(6).seconds[0] >= 1 || row(6).received < row(6).sent).toBe(true)
     expect(row("recovery").seconds).toHaveLength(1)
   }, 300_000)
 
