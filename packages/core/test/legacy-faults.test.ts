@@ -4,10 +4,11 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { makeNotification, TransportFailure } from "@tent/rpc"
-import { Effect, Fiber, Layer } from "effect"
-import { TransferEngine } from "../src/index.js"
-import { type Child, fixture, spawnChild } from "./fixtures/child.js"
-import { engineLayer, payload } from "./fixtures/engine.js"
+import { Effect, Fiber } from "effect"
+import type { TransferEngine } from "../src/index.js"
+import { payload } from "./fixtures/engine.js"
+import type { Peer } from "./fixtures/pair.js"
+import * as Pair from "./fixtures/pair.js"
 
 interface Check {
   readonly count: number
@@ -27,21 +28,11 @@ interface Stats {
 }
 
 const withEngines = <A, E>(
-  body: (engine: TransferEngine.TransferEngineShape, peer: Child<{ segment: string }>) => Effect.Effect<A, E>,
+  body: (engine: TransferEngine.TransferEngineShape, peer: Peer) => Effect.Effect<A, E>,
   json: unknown = {},
   peerJson: unknown = {}
-) =>
-  Effect.scoped(
-    Effect.gen(function* () {
-      const peer = yield* spawnChild<{ segment: string }>(fixture("engine-peer.ts"), [JSON.stringify(peerJson)])
-      const ctx = yield* Layer.build(engineLayer(json))
-      const engine = ctx.unsafeMap.get(TransferEngine.TransferEngine.key) as TransferEngine.TransferEngineShape
-      return yield* body(engine, peer)
-    })
-  )
-
-const request = <A>(peer: Child<unknown>, m: Record<string, unknown>, t = 30_000) =>
-  Effect.promise(() => peer.request<A>(m, t))
+) => Pair.withEngines({ json, peerJson }, body)
+const { request } = Pair
 
 const waitUntil = (check: Effect.Effect<boolean>, ms: number) =>
   Effect.gen(function* () {

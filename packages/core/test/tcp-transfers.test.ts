@@ -1,36 +1,22 @@
-/**
- * Transfers over TCP between two real processes: the peer engine has no RDMA (`transports/rdma/enable: false`), so
- * its buffers are registered with TCP only and TENT's rule routes requests to them over `SendData` / `RecvData`.
- */
-import { createHash } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
 import { RpcAgent, RpcConfig, SegmentRangeInvalid, TransportFailure } from "@tent/rpc"
-import { Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { InvalidRequest } from "../src/Errors.js"
-import { TransferEngine, Transfers } from "../src/index.js"
-import { type Child, fixture, spawnChild } from "./fixtures/child.js"
-import { engineLayer, payload } from "./fixtures/engine.js"
+import { type TransferEngine, Transfers } from "../src/index.js"
+import { payload } from "./fixtures/engine.js"
+import type { Peer } from "./fixtures/pair.js"
+import * as Pair from "./fixtures/pair.js"
 
 const MiB = 1 << 20
 const noRdma = { transports: { rdma: { enable: false } }, rpc: { request_timeout_ms: 3000 } }
 
-const request = <A>(peer: Child<unknown>, m: Record<string, unknown>, t = 30_000) =>
-  Effect.promise(() => peer.request<A>(m, t))
-const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex")
+const { request, sha } = Pair
 
 /** A peer engine without RDMA, and an engine in this process with `json` config. */
 const withEngines = <A, E>(
   json: unknown,
-  body: (engine: TransferEngine.TransferEngineShape, peer: Child<{ segment: string }>) => Effect.Effect<A, E>
-) =>
-  Effect.scoped(
-    Effect.gen(function* () {
-      const peer = yield* spawnChild<{ segment: string }>(fixture("engine-peer.ts"), [JSON.stringify(noRdma)])
-      const ctx = yield* Layer.build(engineLayer(json))
-      const engine = ctx.unsafeMap.get(TransferEngine.TransferEngine.key) as TransferEngine.TransferEngineShape
-      return yield* body(engine, peer)
-    })
-  )
+  body: (engine: TransferEngine.TransferEngineShape, peer: Peer) => Effect.Effect<A, E>
+) => Pair.withEngines({ json, peerJson: noRdma }, body)
 
 describe("TCP transfers (two processes)", () => {
   it.live(

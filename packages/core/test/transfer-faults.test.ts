@@ -1,16 +1,10 @@
-/**
- * Transfers that go wrong, between two real processes: a slice that stays in flight past the software timeout
- * (`transports/rdma/max_timeout_ns`, the peer frozen with SIGSTOP), and a task that fails over RDMA and is
- * resubmitted on TCP when its status is polled (`max_failover_attempts`, `enable_auto_failover_on_poll`).
- * The failover tests are each other's negative controls: the same fault with failover turned off stays FAILED.
- */
-import { createHash } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
 import { SoftVerbs } from "@tent/verbs"
-import { Effect, Layer } from "effect"
-import { TransferEngine } from "../src/index.js"
-import { type Child, fixture, spawnChild } from "./fixtures/child.js"
-import { engineLayer } from "./fixtures/engine.js"
+import { Effect } from "effect"
+import type { TransferEngine } from "../src/index.js"
+import type { Child } from "./fixtures/child.js"
+import type { Peer } from "./fixtures/pair.js"
+import * as Pair from "./fixtures/pair.js"
 
 const KiB = 1024
 
@@ -18,24 +12,14 @@ const withEngines = <A, E>(
   json: unknown,
   body: (
     engine: TransferEngine.TransferEngineShape,
-    peer: Child<{ segment: string }>,
+    peer: Peer,
     control: SoftVerbs.SoftVerbsControlShape
   ) => Effect.Effect<A, E>
 ) =>
-  Effect.scoped(
-    Effect.gen(function* () {
-      const peer = yield* spawnChild<{ segment: string }>(fixture("engine-peer.ts"), ["{}"])
-      const ctx = yield* Layer.build(engineLayer(json))
-      const engine = ctx.unsafeMap.get(TransferEngine.TransferEngine.key) as TransferEngine.TransferEngineShape
-      const control = ctx.unsafeMap.get(SoftVerbs.SoftVerbsControl.key) as SoftVerbs.SoftVerbsControlShape
-      return yield* body(engine, peer, control)
-    })
+  Pair.withEngines({ json }, (engine, peer, ctx) =>
+    body(engine, peer, ctx.unsafeMap.get(SoftVerbs.SoftVerbsControl.key) as SoftVerbs.SoftVerbsControlShape)
   )
-
-const request = <A>(peer: Child<unknown>, m: Record<string, unknown>, t = 30_000) =>
-  Effect.promise(() => peer.request<A>(m, t))
-
-const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex")
+const { request, sha } = Pair
 
 /** Registers 1 MiB on both sides (the local one patterned) and opens the peer's segment. */
 const setUp = (engine: TransferEngine.TransferEngineShape, peer: Child<{ segment: string }>) =>

@@ -1,38 +1,22 @@
-/**
- * Transfers between two real processes, two SoftVerbs devices each: WRITE and READ over both rails, sizes that are
- * not a multiple of the slice size, a rail whose port goes down, and transfer-bound notifications.
- */
-import { createHash } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
 import { RailHealth } from "@tent/health"
-import { Effect, Layer } from "effect"
-import { TransferEngine, Transfers } from "../src/index.js"
-import { type Child, fixture, spawnChild } from "./fixtures/child.js"
-import { engineLayer, payload } from "./fixtures/engine.js"
+import { Effect } from "effect"
+import { type TransferEngine, Transfers } from "../src/index.js"
+import { payload } from "./fixtures/engine.js"
+import type { Peer } from "./fixtures/pair.js"
+import * as Pair from "./fixtures/pair.js"
 
 const MiB = 1 << 20
 
 const withEngines = <A, E>(
   body: (
     engine: TransferEngine.TransferEngineShape,
-    peer: Child<{ segment: string }>,
+    peer: Peer,
     ctx: import("effect").Context.Context<unknown>
   ) => Effect.Effect<A, E>,
   json: unknown = {}
-) =>
-  Effect.scoped(
-    Effect.gen(function* () {
-      const peer = yield* spawnChild<{ segment: string }>(fixture("engine-peer.ts"), ["{}"])
-      const ctx = yield* Layer.build(engineLayer(json))
-      const engine = ctx.unsafeMap.get(TransferEngine.TransferEngine.key) as TransferEngine.TransferEngineShape
-      return yield* body(engine, peer, ctx as never)
-    })
-  )
-
-const request = <A>(peer: Child<unknown>, m: Record<string, unknown>, t = 30_000) =>
-  Effect.promise(() => peer.request<A>(m, t))
-
-const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex")
+) => Pair.withEngines({ json }, body)
+const { request, sha } = Pair
 
 describe("slices", () => {
   it("split at block_size, at most 64 per request, a tail under 25 % merged", () => {
