@@ -25,26 +25,11 @@ import {
   WorkCompletion,
   WrOpcode
 } from "@tent/verbs"
+import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
 import { Effect, Layer, Stream } from "effect"
 import { TransferEngine } from "../src/index.js"
 import { spawnChild } from "../test/fixtures/child.js"
 import { engineLayer } from "../test/fixtures/engine.js"
-
-/** One measured figure beside its floor. */
-export interface BenchResult {
-  readonly name: string
-  readonly unit: string
-  readonly value: number
-  readonly better: "lower" | "higher"
-  readonly floor: number
-  readonly ratio: number
-}
-
-/** What the bench runner passes. */
-export interface BenchOptions {
-  readonly quick: boolean
-  readonly log: (line: string) => void
-}
 
 const here = (f: string) => fileURLToPath(new URL(f, import.meta.url))
 const median = (xs: ReadonlyArray<number>): number => {

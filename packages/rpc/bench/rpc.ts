@@ -20,25 +20,10 @@
  */
 import * as Net from "node:net"
 import { fileURLToPath } from "node:url"
+import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
 import { Effect, type Scope } from "effect"
 import { makeNotification, RpcAgent, RpcConfig, Stock } from "../src/index.js"
 import { spawnChild } from "../test/fixtures/process.js"
-
-/** One measured figure beside its floor (the shape of `scripts/bench.ts`). */
-export interface BenchResult {
-  readonly name: string
-  readonly unit: string
-  readonly value: number
-  readonly better: "lower" | "higher"
-  readonly floor: number
-  readonly ratio: number
-}
-
-/** What `scripts/bench.ts` passes. */
-export interface BenchOptions {
-  readonly quick: boolean
-  readonly log: (line: string) => void
-}
 
 const MSG_BYTES = 64
 const CONCURRENCY = 64

@@ -31,22 +31,7 @@ import {
   WrOpcode
 } from "../src/index.js"
 import { spawnChild } from "../test/fixtures/child.js"
-
-/** One measured figure beside its floor. */
-export interface BenchResult {
-  readonly name: string
-  readonly unit: string
-  readonly value: number
-  readonly better: "lower" | "higher"
-  readonly floor: number
-  readonly ratio: number
-}
-
-/** What the bench runner passes. */
-export interface BenchOptions {
-  readonly quick: boolean
-  readonly log: (line: string) => void
-}
+import type { BenchOptions, BenchResult } from "./contract.js"
 
 interface PeerReady {
   readonly dgramPort: number

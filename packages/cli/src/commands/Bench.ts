@@ -8,17 +8,9 @@
 import { existsSync } from "node:fs"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { Args, Command, Options } from "@effect/cli"
+import type { BenchSuite } from "@tent/verbs/bench"
 import { Console, Effect } from "effect"
 import { CliFailure, failWith } from "../Render.js"
-
-interface BenchResult {
-  readonly name: string
-  readonly unit: string
-  readonly value: number
-  readonly better: "lower" | "higher"
-  readonly floor: number
-  readonly ratio: number
-}
 
 /** Each suite and the package that holds it. */
 export const suites = { verbs: "verbs", rpc: "rpc", engine: "core" } as const
@@ -48,12 +40,7 @@ export const command = Command.make(
         const file = `${root}packages/${suites[suite]}/bench/${suite}.ts`
         if (!existsSync(file))
           return yield* Effect.fail(new CliFailure(`benchmark suite ${suite} not found at ${file}`))
-        const mod = yield* Effect.promise(
-          () =>
-            import(pathToFileURL(file).href) as Promise<{
-              run: (o: { quick: boolean; log: (line: string) => void }) => Promise<ReadonlyArray<BenchResult>>
-            }>
-        )
+        const mod = yield* Effect.promise(() => import(pathToFileURL(file).href) as Promise<BenchSuite>)
         const results = yield* Effect.tryPromise({
           try: () => mod.run({ quick: o.quick, log: (line) => process.stderr.write(`${line}\n`) }),
           catch: (e) => new CliFailure(`benchmark suite ${suite} failed: ${String(e)}`)
