@@ -455,26 +455,18 @@ export const make = (deps: TransfersDeps) =>
     // Fibers: endpoint setup, rail transitions and failures, timeouts
     // -----------------------------------------------------------------------------------------------------------------
 
-    const available = (slice: Slice, l: number, r: number) =>
-      devices[l]?.enabled === true
-        ? rails.available(devices[l]?.name as string, slice.peer.railKeys[r] as string)
-        : Effect.succeed(false)
-
-    /** {@link pathNow} through the Effect API (rail transitions are logged). */
-    const choosePath = (slice: Slice): Effect.Effect<readonly [number, number] | undefined> =>
-      Effect.gen(function* () {
-        const [ol, or] = slice.optimal
-        if (slice.retries === 0 && (yield* available(slice, ol, or))) return slice.optimal
-        const nics = slice.peer.remoteNics.length
-        const n = devices.length * nics
-        for (let k = 1; k <= n; k++) {
-          const idx = (slice.lastFallback + k + n) % n
-          if (yield* available(slice, Math.floor(idx / nics), idx % nics)) {
-            slice.lastFallback = idx
-            return [Math.floor(idx / nics), idx % nics] as const
-          }
-        }
-        return undefined
+    /** {@link pathNow}, once the Effect API has cleared (and logged) the slice's rails whose pause expired. */
+    const choosePath = (slice: Slice): Effect.Effect<readonly [number, number] | null> =>
+      Effect.suspend(() => {
+        const path = pathNow(slice)
+        if (path !== undefined) return Effect.succeed(path)
+        const pairs = devices.filter((d) => d.enabled).flatMap((d) => slice.peer.railKeys.map((k) => [d.name, k]))
+        return Effect.zipRight(
+          Effect.forEach(pairs, ([local, remote]) => rails.available(local as string, remote as string), {
+            discard: true
+          }),
+          Effect.sync(() => pathNow(slice) ?? null)
+        )
       })
 
     /** TENT's worker when the endpoint is not READY: `getEndpoint` (bootstrap) on the worker, then post. */
@@ -482,7 +474,7 @@ export const make = (deps: TransfersDeps) =>
       Effect.gen(function* () {
         if (slice.attempt !== slice.task.attempt || slice.task.failed) return
         const path = yield* choosePath(slice)
-        if (path === undefined) return failSlice(slice, new RdmaTransferFailed({ message: "No available path" }))
+        if (path === null) return failSlice(slice, new RdmaTransferFailed({ message: "No available path" }))
         const [l, r] = path
         const got = yield* Effect.either(
           (rdma as RdmaTransport).getEndpoint(
