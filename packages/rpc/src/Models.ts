@@ -67,10 +67,25 @@ export const SegmentDesc = Schema.Struct({
 /** A decoded {@link SegmentDesc}. */
 export type SegmentDesc = typeof SegmentDesc.Type
 
-/** A notification: `name` and `msg` are opaque bytes (binary-safe, as on the notify QP). */
+/**
+ * Who sent a notification and where it stands in that sender's sequence: the sender's `session` (new each time it
+ * starts) and a `seq` that grows within it, both u64. On the `Notify` wire it is a 16-byte trailer after `msg`.
+ */
+export const NotificationStamp = Schema.Struct({
+  session: Schema.BigIntFromSelf,
+  seq: Schema.BigIntFromSelf
+})
+/** A {@link NotificationStamp}. */
+export type NotificationStamp = typeof NotificationStamp.Type
+
+/**
+ * A notification: `name` and `msg` are opaque bytes (binary-safe, as on the notify QP). `stamp` is optional: without
+ * it a `Notify` carries exactly TENT's bytes; only peers that understand the trailer should be sent one.
+ */
 export const Notification = Schema.Struct({
   name: Schema.Uint8ArrayFromSelf,
-  msg: Schema.Uint8ArrayFromSelf
+  msg: Schema.Uint8ArrayFromSelf,
+  stamp: Schema.optional(NotificationStamp)
 })
 /** A {@link Notification}. */
 export type Notification = typeof Notification.Type

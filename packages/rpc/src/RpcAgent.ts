@@ -1,20 +1,11 @@
-import * as Net from "node:net"
-import { Context, Duration, Effect, Exit, Layer } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Layer, type Scope } from "effect"
 import type { ControlPlaneTag, DataReplyError, PayloadOf, ReplyErrorOf, SuccessOf } from "./ControlPlane.js"
-import {
-  DataTooLarge,
-  NotificationTooLarge,
-  SegmentRangeInvalid,
-  TransportFailure,
-  type TransportFailureReason
-} from "./Errors.js"
+import { DataTooLarge, NotificationTooLarge, SegmentRangeInvalid, TransportFailure } from "./Errors.js"
 import { parseAddress } from "./internal/address.js"
-import { DATA_HEADER, dataSpecByTag, type RpcSpec, specByTag, voidCodec } from "./internal/codec.js"
-import { FrameReader, Kind } from "./internal/frame.js"
-import { FramedSocket } from "./internal/framed.js"
+import { DATA_HEADER, dataSpecByTag, maxFrameBytes, type RpcSpec, specByTag } from "./internal/codec.js"
+import { Connection } from "./internal/connection.js"
 import type { BootstrapDesc, Notification, SegmentDesc } from "./Models.js"
-import { defaults, RpcConfig, type RpcSettings } from "./RpcConfig.js"
-import { maxFrameBytes } from "./Server.js"
+import { defaults, RpcConfig } from "./RpcConfig.js"
 
 /** Per-call options of {@link RpcAgentShape.call}. */
 export interface CallOptions {
@@ -86,415 +77,160 @@ export interface RpcAgentShape {
 /** The control-plane client of this engine. */
 export class RpcAgent extends Context.Tag("@tent/rpc/RpcAgent")<RpcAgent, RpcAgentShape>() {}
 
-type Resume = (effect: Effect.Effect<unknown, unknown>) => void
-
-/** One call: waiting for the connection, then (once sent, `id` > 0) waiting for its reply. */
-class Pending {
-  id = 0
-  /** `performance.now()` after which the call times out; set when sent. */
-  deadline = 0
-  /** Replied, timed out, abandoned or failed: nothing more happens to it. */
-  done = false
-  constructor(
-    readonly spec: RpcSpec,
-    readonly payload: unknown,
-    readonly timeoutMs: number,
-    readonly resume: Resume,
-    readonly connection: Connection
-  ) {}
-
-  /** The canceler of the call's `Effect.async`: interruption abandons it, at the peer too. */
-  readonly cancel = Effect.sync(() => this.connection.abandon(this))
-}
-
-/** Calls with the same timeout, in the order they were sent, so in deadline order. Done ones are skipped lazily. */
-class DeadlineQueue {
-  private items: Array<Pending> = []
-  private head = 0
-
-  push(p: Pending): void {
-    this.dropDone()
-    this.items.push(p)
-  }
-
-  /** The first call not done yet (dropping the done ones before it). */
-  first(): Pending | undefined {
-    this.dropDone()
-    return this.items[this.head]
-  }
-
-  shift(): void {
-    this.head++
-    if (this.head === this.items.length) {
-      this.items = []
-      this.head = 0
-    } else if (this.head >= 1024 && this.head * 2 >= this.items.length) {
-      this.items = this.items.slice(this.head)
-      this.head = 0
-    }
-  }
-
-  private dropDone(): void {
-    while (this.head < this.items.length && (this.items[this.head] as Pending).done) this.shift()
-  }
-}
-
-const refusedCodes = new Set(["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "EADDRNOTAVAIL"])
-
-/**
- * One connection to one peer, with its pending calls by wire id. Plain code on the hot path: a call is one
- * `Effect.async` whose register encodes the request into the connection's reused frame buffer; the reply's frame
- * resumes it. Reply timeouts are deadlines in per-timeout FIFO queues behind a single timer per connection (armed for
- * the earliest deadline), not a timer per call.
- */
-class Connection {
-  failure: TransportFailure | undefined
-  private readonly pending = new Map<number, Pending>()
-  /** Calls made while connecting, sent once connected. */
-  private waiting: Array<Pending> = []
-  private readonly deadlines = new Map<number, DeadlineQueue>()
-  private timer: ReturnType<typeof setTimeout> | undefined
-  private timerAt = Number.POSITIVE_INFINITY
-  private readonly socket: Net.Socket
-  private readonly framed: FramedSocket
-  private readonly reader: FrameReader
-  private connectTimer: ReturnType<typeof setTimeout> | undefined
-  private lastError: NodeJS.ErrnoException | undefined
-  private connected = false
-  private nextId = 1
-
-  constructor(
-    readonly address: string,
-    host: string,
-    port: number,
-    settings: RpcSettings,
-    private readonly maxFrame: number,
-    private readonly onDead: (c: Connection) => void
-  ) {
-    this.reader = new FrameReader(maxFrame, this.onFrame)
-    this.socket = Net.createConnection({ host, port, noDelay: true })
-    this.framed = new FramedSocket(this.socket)
-    this.connectTimer = setTimeout(
-      () => this.fail("Timeout", `connect to ${address} timed out after ${settings.connectTimeoutMs} ms`),
-      settings.connectTimeoutMs
-    )
-    this.socket.once("connect", () => {
-      clearTimeout(this.connectTimer)
-      this.connected = true
-      const waiting = this.waiting
-      this.waiting = []
-      for (const p of waiting) if (!p.done) this.send(p)
-    })
-    this.socket.on("data", (chunk: Buffer) => {
-      if (this.failure !== undefined) return
-      const bad = this.reader.push(chunk)
-      if (bad !== undefined) {
-        this.framed.protocolError(bad)
-        this.fail("Protocol", `malformed reply from ${address}: ${bad}`)
-      }
-    })
-    this.socket.on("error", (err: NodeJS.ErrnoException) => {
-      this.lastError = err
-    })
-    this.socket.on("close", () => {
-      const code = this.lastError?.code
-      const detail = this.lastError ? ` (${this.lastError.code ?? this.lastError.message})` : ""
-      if (!this.connected) {
-        const reason =
-          code === "ETIMEDOUT" ? "Timeout" : code !== undefined && !refusedCodes.has(code) ? "Closed" : "Refused"
-        this.fail(reason, `cannot connect to ${address}${detail}`)
-      } else {
-        this.fail(code === "ETIMEDOUT" ? "Timeout" : "Closed", `connection to ${address} closed${detail}`)
-      }
-    })
-  }
-
-  /** Marks the connection dead: every waiting, pending and future call on it fails with this reason. */
-  fail(reason: TransportFailureReason, message: string): void {
-    if (this.failure !== undefined) return
-    const failure = new TransportFailure({ address: this.address, reason, message })
-    this.failure = failure
-    clearTimeout(this.connectTimer)
-    clearTimeout(this.timer)
-    this.timer = undefined
-    this.onDead(this)
-    if (!this.socket.destroyed && reason !== "Protocol") this.socket.destroy()
-    const calls = [...this.waiting, ...this.pending.values()]
-    this.waiting = []
-    this.pending.clear()
-    this.deadlines.clear()
-    const exit = Exit.fail(failure)
-    for (const p of calls) {
-      if (p.done) continue
-      p.done = true
-      p.resume(exit)
-    }
-  }
-
-  /**
-   * The register of a call's `Effect.async`: sends the request now (or once connected) and returns the canceler,
-   * which abandons the call (an `Interrupt` frame tells the peer).
-   */
-  call(spec: RpcSpec, payload: unknown, timeoutMs: number, resume: Resume): Effect.Effect<void> | undefined {
-    if (this.failure !== undefined) {
-      resume(Exit.fail(this.failure))
-      return undefined
-    }
-    const p = new Pending(spec, payload, timeoutMs, resume, this)
-    if (this.connected) this.send(p)
-    else this.waiting.push(p)
-    return p.done ? undefined : p.cancel
-  }
-
-  /** Encodes and queues the request (it leaves at the end of this tick), and starts its reply timeout. */
-  private send(p: Pending): void {
-    const id = this.nextId
-    this.nextId = id >= 0xfffffffe ? 1 : id + 1
-    const w = this.framed.writer
-    w.begin(Kind.Request, id)
-    w.u8(p.spec.index)
-    let problem: string | undefined
-    try {
-      p.spec.payload.encode(w, p.payload)
-      if (w.frameLength() > this.maxFrame) problem = `request exceeds the frame limit of ${this.maxFrame}`
-    } catch (e) {
-      problem = `payload does not encode: ${String(e)}`
-    }
-    if (problem !== undefined) {
-      w.abort()
-      this.finish(p, Exit.fail(this.protocolFailure(`${p.spec.tag} ${problem}`)))
-      return
-    }
-    w.end()
-    this.framed.flushSoon()
-    p.id = id
-    p.deadline = performance.now() + p.timeoutMs
-    this.pending.set(id, p)
-    let queue = this.deadlines.get(p.timeoutMs)
-    if (queue === undefined) {
-      queue = new DeadlineQueue()
-      this.deadlines.set(p.timeoutMs, queue)
-    }
-    queue.push(p)
-    if (p.deadline < this.timerAt) this.arm(p.deadline)
-  }
-
-  private finish(p: Pending, exit: Exit.Exit<unknown, unknown>): void {
-    p.done = true
-    p.resume(exit)
-  }
-
-  private arm(deadline: number): void {
-    clearTimeout(this.timer)
-    this.timerAt = deadline
-    // never early: a timer that fires before the deadline (clock granularity) re-arms for the rest
-    this.timer = setTimeout(this.onTimer, Math.max(1, Math.ceil(deadline - performance.now())))
-    this.timer.unref()
-  }
-
-  /** Times out every call past its deadline, then re-arms for the earliest one left. */
-  private readonly onTimer = (): void => {
-    this.timer = undefined
-    this.timerAt = Number.POSITIVE_INFINITY
-    if (this.failure !== undefined) return
-    const now = performance.now()
-    let next = Number.POSITIVE_INFINITY
-    for (const [timeoutMs, queue] of this.deadlines) {
-      let p = queue.first()
-      while (p !== undefined && p.deadline <= now) {
-        queue.shift()
-        this.timeout(p)
-        p = queue.first()
-      }
-      if (p === undefined) this.deadlines.delete(timeoutMs)
-      else if (p.deadline < next) next = p.deadline
-    }
-    if (next !== Number.POSITIVE_INFINITY) this.arm(next)
-  }
-
-  private protocolFailure(message: string): TransportFailure {
-    return new TransportFailure({ address: this.address, reason: "Protocol", message })
-  }
-
-  private timeout(p: Pending): void {
-    this.pending.delete(p.id)
-    this.sendInterrupt(p.id)
-    this.finish(
-      p,
-      Exit.fail(
-        new TransportFailure({
-          address: this.address,
-          reason: "Timeout",
-          message: `${p.spec.tag} to ${this.address}: no reply within ${p.timeoutMs} ms`
-        })
-      )
-    )
-  }
-
-  /** The caller gave up (interruption): forget the call; if it was sent, tell the peer. */
-  abandon(p: Pending): void {
-    if (p.done) return
-    p.done = true
-    if (p.id === 0) return // still waiting for the connection: never sent
-    this.pending.delete(p.id)
-    this.sendInterrupt(p.id)
-  }
-
-  private sendInterrupt(id: number): void {
-    if (this.failure !== undefined) return
-    this.framed.writer.begin(Kind.Interrupt, id)
-    this.framed.writer.end()
-    this.framed.flushSoon()
-  }
-
-  private readonly onFrame = (buf: Buffer, start: number, end: number): void => {
-    const kind = buf[start]
-    const id = buf.readUInt32LE(start + 1)
-    const body = start + 5
-    if (kind === Kind.ProtocolError) {
-      this.fail("Protocol", `${this.address} rejected a frame: ${buf.toString("utf8", body, end)}`)
-      return
-    }
-    if (kind === undefined || kind < Kind.Success || kind > Kind.Interrupted)
-      throw new Error(`unexpected frame kind ${kind}`)
-    const p = this.pending.get(id)
-    if (p === undefined) return // a late reply to a call that timed out or was abandoned
-    this.pending.delete(id)
-    this.finish(p, this.replyExit(p.spec, kind, buf, body, end))
-  }
-
-  /** What a reply frame means for the call. */
-  private replyExit(spec: RpcSpec, kind: number, buf: Buffer, body: number, end: number): Exit.Exit<unknown, unknown> {
-    switch (kind) {
-      case Kind.Success:
-      case Kind.Failure: {
-        const success = kind === Kind.Success
-        if (success && body === end && spec.success === voidCodec) return Exit.void
-        try {
-          const value = (success ? spec.success : spec.error).decode(buf, body, end)
-          return success ? Exit.succeed(value) : Exit.fail(value)
-        } catch (e) {
-          return Exit.fail(this.protocolFailure(`${spec.tag} reply from ${this.address} does not decode: ${e}`))
-        }
-      }
-      case Kind.Defect:
-        return Exit.fail(
-          this.protocolFailure(`${spec.tag} handler on ${this.address} failed: ${buf.toString("utf8", body, end)}`)
-        )
-      default:
-        return Exit.fail(
-          new TransportFailure({
-            address: this.address,
-            reason: "Closed",
-            message: `${this.address} interrupted ${spec.tag} (shutting down)`
-          })
-        )
-    }
-  }
-}
-
 /** Builds an agent; its connections close with the scope. */
-export const make: Effect.Effect<RpcAgentShape, never, RpcConfig | import("effect/Scope").Scope> = Effect.gen(
-  function* () {
-    const settings = yield* RpcConfig
-    const maxDataBytes = settings.maxDataBytes ?? defaults.max_data_bytes
-    const maxFrame = maxFrameBytes(Math.max(settings.maxNotifyBytes, maxDataBytes + DATA_HEADER))
-    const connections = new Map<string, Connection>()
-    let closed = false
-    const onDead = (c: Connection) => {
-      if (connections.get(c.address) === c) connections.delete(c.address)
-    }
-    yield* Effect.addFinalizer(() =>
-      Effect.sync(() => {
-        closed = true
-        for (const c of Array.from(connections.values()))
-          c.fail("Closed", `agent closed its connection to ${c.address}`)
-      })
-    )
-
-    /** The connection to `address`, opened on first use; a failure when there can be none. */
-    const connection = (address: string): Connection | TransportFailure => {
-      const existing = connections.get(address)
-      if (existing !== undefined) return existing
-      if (closed) return new TransportFailure({ address, reason: "Closed", message: "agent is closed" })
-      const target = parseAddress(address)
-      if (target === undefined) {
-        return new TransportFailure({ address, reason: "Refused", message: `"${address}" is not a host:port address` })
-      }
-      const c = new Connection(address, target.host, target.port, settings, maxFrame, onDead)
-      connections.set(address, c)
-      return c
-    }
-
-    const timeouts: Record<ControlPlaneTag, number> = {
-      Bootstrap: settings.bootstrapTimeoutMs,
-      Notify: settings.notifyTimeoutMs,
-      GetSegmentDesc: settings.requestTimeoutMs,
-      Probe: settings.requestTimeoutMs
-    }
-
-    const call = <T extends ControlPlaneTag>(
-      address: string,
-      rpc: T,
-      payload: PayloadOf<T>,
-      options?: CallOptions
-    ): Effect.Effect<SuccessOf<T>, CallError<T>> => {
-      const spec = specByTag[rpc]
-      const timeoutMs = options?.timeout === undefined ? timeouts[rpc] : Duration.toMillis(options.timeout)
-      if (rpc === "Notify") {
-        const n = payload as Notification
-        const size = (n?.name?.length ?? 0) + (n?.msg?.length ?? 0)
-        if (size > settings.maxNotifyBytes) {
-          return Effect.fail(new NotificationTooLarge({ size, max: settings.maxNotifyBytes }) as CallError<T>)
-        }
-      }
-      // the connection is looked up each time the effect runs: a rerun after a failure gets a new one
-      return Effect.async<unknown, unknown>((resume) => {
-        const c = connection(address)
-        if (c instanceof TransportFailure) return resume(Exit.fail(c))
-        return c.call(spec, payload, timeoutMs, resume)
-      }) as Effect.Effect<SuccessOf<T>, CallError<T>>
-    }
-
-    /** One data call: the size is checked before anything is encoded or a connection is opened. */
-    const dataCall = <A>(
-      address: string,
-      spec: RpcSpec,
-      payload: unknown,
-      size: number,
-      options: CallOptions | undefined
-    ): Effect.Effect<A, DataCallError> => {
-      const { addr } = payload as { readonly addr: number }
-      if (!Number.isSafeInteger(addr) || addr < 0 || !Number.isSafeInteger(size) || size < 0) {
-        return Effect.fail(
-          new SegmentRangeInvalid({ addr, length: size, message: "address and length must be non-negative integers" })
-        )
-      }
-      if (size > maxDataBytes) return Effect.fail(new DataTooLarge({ size, max: maxDataBytes }))
-      const timeoutMs = options?.timeout === undefined ? settings.requestTimeoutMs : Duration.toMillis(options.timeout)
-      return Effect.async<unknown, unknown>((resume) => {
-        const c = connection(address)
-        if (c instanceof TransportFailure) return resume(Exit.fail(c))
-        return c.call(spec, payload, timeoutMs, resume)
-      }) as Effect.Effect<A, DataCallError>
-    }
-
-    return {
-      call,
-      sendData: (address, addr, data, options) =>
-        dataCall<void>(address, dataSpecByTag.SendData, { addr, data }, data.length, options),
-      recvData: (address, addr, length, options) =>
-        dataCall<Uint8Array>(address, dataSpecByTag.RecvData, { addr, length }, length, options),
-      bootstrap: (address, desc, options) => call(address, "Bootstrap", desc, options),
-      notify: (address, notification, options) => call(address, "Notify", notification, options),
-      getSegmentDesc: (address, options) => call(address, "GetSegmentDesc", undefined, options),
-      probe: (address, options) => call(address, "Probe", undefined, options),
-      disconnect: (address) =>
-        Effect.sync(() => connections.get(address)?.fail("Closed", `disconnected from ${address} on request`)),
-      connections: Effect.sync(() => Array.from(connections.keys()))
-    }
+export const make: Effect.Effect<RpcAgentShape, never, RpcConfig | Scope.Scope> = Effect.gen(function* () {
+  const settings = yield* RpcConfig
+  const maxDataBytes = settings.maxDataBytes ?? defaults.max_data_bytes
+  const maxFrame = maxFrameBytes(Math.max(settings.maxNotifyBytes, maxDataBytes + DATA_HEADER))
+  const connections = new Map<string, Connection>()
+  let closed = false
+  const onDead = (c: Connection) => {
+    if (connections.get(c.address) === c) connections.delete(c.address)
   }
-)
+  yield* Effect.addFinalizer(() =>
+    Effect.sync(() => {
+      closed = true
+      for (const c of Array.from(connections.values())) c.fail("Closed", `agent closed its connection to ${c.address}`)
+    })
+  )
+
+  /** The connection to `address`, opened on first use; a failure when there can be none. */
+  const connection = (address: string): Connection | TransportFailure => {
+    const existing = connections.get(address)
+    if (existing !== undefined) return existing
+    if (closed) return new TransportFailure({ address, reason: "Closed", message: "agent is closed" })
+    const target = parseAddress(address)
+    if (target === undefined) {
+      return new TransportFailure({ address, reason: "Refused", message: `"${address}" is not a host:port address` })
+    }
+    const c = new Connection(address, target.host, target.port, settings, maxFrame, onDead)
+    connections.set(address, c)
+    return c
+  }
+
+  /** Sends one request; the connection is looked up each time the effect runs (a rerun after a failure gets a new one). */
+  const send = (address: string, spec: RpcSpec, payload: unknown, timeoutMs: number) =>
+    Effect.async<unknown, unknown>((resume) => {
+      const c = connection(address)
+      if (c instanceof TransportFailure) return resume(Exit.fail(c))
+      return c.call(spec, payload, timeoutMs, resume)
+    })
+
+  const timeouts: Record<ControlPlaneTag, number> = {
+    Bootstrap: settings.bootstrapTimeoutMs,
+    Notify: settings.notifyTimeoutMs,
+    GetSegmentDesc: settings.requestTimeoutMs,
+    Probe: settings.requestTimeoutMs
+  }
+
+  const call = <T extends ControlPlaneTag>(
+    address: string,
+    rpc: T,
+    payload: PayloadOf<T>,
+    options?: CallOptions
+  ): Effect.Effect<SuccessOf<T>, CallError<T>> => {
+    const timeoutMs = options?.timeout === undefined ? timeouts[rpc] : Duration.toMillis(options.timeout)
+    if (rpc === "Notify") {
+      const n = payload as Notification
+      const size = (n?.name?.length ?? 0) + (n?.msg?.length ?? 0)
+      if (size > settings.maxNotifyBytes) {
+        return Effect.fail(new NotificationTooLarge({ size, max: settings.maxNotifyBytes }) as CallError<T>)
+      }
+    }
+    return send(address, specByTag[rpc], payload, timeoutMs) as Effect.Effect<SuccessOf<T>, CallError<T>>
+  }
+
+  /** One data call: the size is checked before anything is encoded or a connection is opened. */
+  const dataCall = <A>(
+    address: string,
+    spec: RpcSpec,
+    payload: unknown,
+    size: number,
+    options: CallOptions | undefined
+  ): Effect.Effect<A, DataCallError> => {
+    const { addr } = payload as { readonly addr: number }
+    if (!Number.isSafeInteger(addr) || addr < 0 || !Number.isSafeInteger(size) || size < 0) {
+      return Effect.fail(
+        new SegmentRangeInvalid({ addr, length: size, message: "address and length must be non-negative integers" })
+      )
+    }
+    if (size > maxDataBytes) return Effect.fail(new DataTooLarge({ size, max: maxDataBytes }))
+    const timeoutMs = options?.timeout === undefined ? settings.requestTimeoutMs : Duration.toMillis(options.timeout)
+    return send(address, spec, payload, timeoutMs) as Effect.Effect<A, DataCallError>
+  }
+
+  return {
+    call,
+    sendData: (address, addr, data, options) =>
+      dataCall<void>(address, dataSpecByTag.SendData, { addr, data }, data.length, options),
+    recvData: (address, addr, length, options) =>
+      dataCall<Uint8Array>(address, dataSpecByTag.RecvData, { addr, length }, length, options),
+    bootstrap: (address, desc, options) => call(address, "Bootstrap", desc, options),
+    notify: (address, notification, options) => call(address, "Notify", notification, options),
+    getSegmentDesc: (address, options) => call(address, "GetSegmentDesc", undefined, options),
+    probe: (address, options) => call(address, "Probe", undefined, options),
+    disconnect: (address) =>
+      Effect.sync(() => connections.get(address)?.fail("Closed", `disconnected from ${address} on request`)),
+    connections: Effect.sync(() => Array.from(connections.keys()))
+  }
+})
 
 /** The agent as a Layer (settings from {@link RpcConfig}). */
 export const layer: Layer.Layer<RpcAgent, never, RpcConfig> = Layer.scoped(RpcAgent, make)
+
+/**
+ * One hook around every control-plane call of an agent ({@link decorate}). RFC PR 4's `PeerHealth` decorates the
+ * agent through this: `admit` can refuse a call to a peer it considers down, `record` learns how each call ended.
+ */
+export interface CallGuard {
+  /** Runs before the call; a failure fails the call without anything being sent (and without a `record`). */
+  readonly admit: (address: string) => Effect.Effect<void, TransportFailure>
+  /**
+   * Runs after every admitted call that ended: with its {@link TransportFailure}, or `undefined` when the call got an
+   * answer (a success or a typed reply error, including one the agent gave without sending, like
+   * `NotificationTooLarge`). Not run when the caller interrupted the call or it died.
+   */
+  readonly record: (address: string, failure: TransportFailure | undefined) => Effect.Effect<void>
+}
+
+/**
+ * The agent with `guard` around `call`, `bootstrap`, `notify`, `getSegmentDesc`, `probe`, `sendData` and
+ * `recvData`; `disconnect` and `connections` are the agent's own. Calls go out through the agent's own `call`, so a
+ * decorated call passes the guard once.
+ */
+export const decorate = (agent: RpcAgentShape, guard: CallGuard): RpcAgentShape => {
+  const recordExit = (address: string, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> => {
+    if (Exit.isSuccess(exit)) return guard.record(address, undefined)
+    const failure = Cause.failureOption(exit.cause)
+    if (failure._tag === "None") return Effect.void
+    return guard.record(address, failure.value instanceof TransportFailure ? failure.value : undefined)
+  }
+  const guarded = <A, E>(address: string, self: Effect.Effect<A, E>): Effect.Effect<A, E | TransportFailure> =>
+    Effect.zipRight(
+      guard.admit(address),
+      Effect.onExit(self, (exit) => recordExit(address, exit))
+    )
+  return {
+    call: (address, rpc, payload, options) => guarded(address, agent.call(address, rpc, payload, options)),
+    bootstrap: (address, desc, options) => guarded(address, agent.bootstrap(address, desc, options)),
+    notify: (address, notification, options) => guarded(address, agent.notify(address, notification, options)),
+    getSegmentDesc: (address, options) => guarded(address, agent.getSegmentDesc(address, options)),
+    probe: (address, options) => guarded(address, agent.probe(address, options)),
+    sendData: (address, addr, data, options) => guarded(address, agent.sendData(address, addr, data, options)),
+    recvData: (address, addr, length, options) => guarded(address, agent.recvData(address, addr, length, options)),
+    disconnect: agent.disconnect,
+    connections: agent.connections
+  }
+}
+
+/**
+ * The agent decorated with the guard `guard` builds ({@link decorate}), as the {@link RpcAgent} Layer: e.g.
+ * `layerDecorated(Effect.map(PeerHealth, (h) => h.guard))`.
+ */
+export const layerDecorated = <E, R>(
+  guard: Effect.Effect<CallGuard, E, R>
+): Layer.Layer<RpcAgent, E, RpcConfig | Exclude<R, Scope.Scope>> =>
+  Layer.scoped(
+    RpcAgent,
+    Effect.flatMap(make, (agent) => Effect.map(guard, (g) => decorate(agent, g)))
+  )

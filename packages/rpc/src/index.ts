@@ -1,6 +1,7 @@
 /**
- * `@tent/rpc`: the control plane of the engine. Schema models, the `@effect/rpc` group, a TCP server, the `RpcAgent`
- * client with per-call timeouts and failures told apart, the segment `Registry` and the descriptor cache.
+ * `@tent/rpc`: the control plane of the engine. Schema models, the `@effect/rpc` group, a TCP server (a listener bound
+ * first, served later), the `RpcAgent` client with per-call timeouts, failures told apart and a `CallGuard` seam, the
+ * one codec of TENT's notification payload (`NotifyWire`), the segment `Registry` and the descriptor cache.
  *
  * @since 0.1.0
  */
@@ -8,6 +9,7 @@ export * from "./ControlPlane.js"
 export * as DescriptorCache from "./DescriptorCache.js"
 export * from "./Errors.js"
 export * from "./Models.js"
+export * as NotifyWire from "./NotifyWire.js"
 export * as Registry from "./Registry.js"
 export * as RpcAgent from "./RpcAgent.js"
 export * as RpcConfig from "./RpcConfig.js"

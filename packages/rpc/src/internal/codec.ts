@@ -1,6 +1,7 @@
 import { Schema } from "effect"
 import { ControlPlane, type ControlPlaneTag, DataPlane, type DataPlaneTag } from "../ControlPlane.js"
 import { Notification } from "../Models.js"
+import * as NotifyWire from "../NotifyWire.js"
 import { type FrameWriter, readU64 } from "./frame.js"
 
 /** Encodes one value into a frame's body, and decodes it back. Both may throw on a value that does not fit. */
@@ -18,7 +19,13 @@ export const voidCodec: BodyCodec = {
 }
 
 /** Bytes of a `Notify` body before its name and message: the two u32 lengths. */
-export const NOTIFY_OVERHEAD = 8
+export const NOTIFY_OVERHEAD = NotifyWire.HEADER_BYTES
+
+/** Frame bytes allowed beyond the largest notification: names, and the JSON of the other RPCs. */
+const FRAME_SLACK = 1024 * 1024
+
+/** The largest frame a side accepts, given the largest notification. */
+export const maxFrameBytes = (maxNotifyBytes: number): number => maxNotifyBytes + NOTIFY_OVERHEAD + FRAME_SLACK
 
 /** Notifications up to this many bytes (name + message) are copied into a shared slab instead of a buffer of their own. */
 const SLAB_MAX = 4096
@@ -27,13 +34,14 @@ let slab = new ArrayBuffer(SLAB_BYTES)
 let slabUsed = 0
 
 /**
- * Copies `len` bytes of `buf` from `start` into memory of their own. Small copies are views on a shared slab (as
- * Node's `Buffer` pool does): a fresh `ArrayBuffer` per 64-byte notification costs more than the rest of decoding.
+ * Copies `buf[start, end)` into memory of its own. Small copies are views on a shared slab (as Node's `Buffer` pool
+ * does): a fresh `ArrayBuffer` per 64-byte notification costs more than the rest of decoding.
  */
-const copyOut = (buf: Buffer, start: number, len: number): Uint8Array => {
+const copyOut = (buf: Buffer, start: number, end: number): Uint8Array => {
+  const len = end - start
   if (len > SLAB_MAX) {
     const own = new Uint8Array(len)
-    own.set(buf.subarray(start, start + len))
+    own.set(buf.subarray(start, end))
     return own
   }
   if (slabUsed + len > SLAB_BYTES) {
@@ -43,43 +51,42 @@ const copyOut = (buf: Buffer, start: number, len: number): Uint8Array => {
   const out = new Uint8Array(slab, slabUsed, len)
   slabUsed = (slabUsed + len + 7) & ~7
   if (len <= 64) for (let i = 0; i < len; i++) out[i] = buf[start + i] as number
-  else out.set(buf.subarray(start, start + len))
+  else out.set(buf.subarray(start, end))
   return out
 }
 
-/** TENT's notification wire payload: `[u32 name_len][name][u32 msg_len][msg]`, little-endian. */
+/**
+ * The {@link Notification} whose `Notify` body {@link NotifyWire.decode} (exact) found at `r`, its bytes copied out of
+ * the frame (which is reused).
+ */
+export const notificationAt = (buf: Buffer, r: NotifyWire.DecodedRanges): Notification =>
+  r.stampAt < 0
+    ? { name: copyOut(buf, r.nameStart, r.nameEnd), msg: copyOut(buf, r.msgStart, r.msgEnd) }
+    : {
+        name: copyOut(buf, r.nameStart, r.nameEnd),
+        msg: copyOut(buf, r.msgStart, r.msgEnd),
+        stamp: { session: NotifyWire.readSession(buf, r.stampAt), seq: NotifyWire.readSeq(buf, r.stampAt) }
+      }
+
+const ranges = new NotifyWire.DecodedRanges()
+
+/**
+ * The `Notify` body: TENT's `[u32 name_len][name][u32 msg_len][msg]` ({@link NotifyWire}), exact, plus the 16-byte
+ * stamp trailer when the notification has a stamp (without one the bytes are TENT's).
+ */
 export const notificationCodec: BodyCodec = {
   encode: (w, value) => {
     const n = value as Notification
-    w.u32(n.name.length)
-    w.bytes(n.name)
-    w.u32(n.msg.length)
-    w.bytes(n.msg)
+    const stamp = n.stamp
+    const size = NOTIFY_OVERHEAD + n.name.length + n.msg.length
+    const at = w.reserve(stamp === undefined ? size : size + NotifyWire.STAMP_BYTES)
+    NotifyWire.encode(w.buffer, at, n.name, n.msg, size)
+    if (stamp !== undefined) NotifyWire.encodeStamp(w.buffer, at + size, stamp.session, stamp.seq)
   },
   decode: (buf, start, end) => {
-    const name = notifyNameLength(buf, start, end)
-    if (name < 0) throw new Error("malformed Notify body")
-    return { name: copyOut(buf, start + 4, name), msg: copyOut(buf, start + 8 + name, end - start - 8 - name) }
+    if (NotifyWire.decode(buf, start, end - start, ranges, true) !== 0) throw new Error("malformed Notify body")
+    return notificationAt(buf, ranges)
   }
-}
-
-/** The name length of a `Notify` body, or -1 when its two lengths do not fill it exactly. */
-export const notifyNameLength = (buf: Buffer, start: number, end: number): number => {
-  if (end - start < NOTIFY_OVERHEAD) return -1
-  const name = buf.readUInt32LE(start)
-  if (start + 8 + name > end) return -1
-  const msg = buf.readUInt32LE(start + 4 + name)
-  return start + 8 + name + msg === end ? name : -1
-}
-
-/** The name and message lengths of a `Notify` body, or undefined when they do not fill it exactly. */
-export const notificationLengths = (
-  buf: Buffer,
-  start: number,
-  end: number
-): { readonly name: number; readonly msg: number } | undefined => {
-  const name = notifyNameLength(buf, start, end)
-  return name < 0 ? undefined : { name, msg: end - start - NOTIFY_OVERHEAD - name }
 }
 
 const jsonCodec = (schema: Schema.Schema<unknown, unknown, never>): BodyCodec => {

@@ -157,6 +157,19 @@ export class FrameWriter {
     this.length += 8
   }
 
+  /** Claims `n` bytes and returns where they start in {@link buffer} (read it after this call: it may grow). */
+  reserve(n: number): number {
+    this.ensure(n)
+    const at = this.length
+    this.length += n
+    return at
+  }
+
+  /** The buffer being written; bytes claimed with {@link reserve} are filled in here. */
+  get buffer(): Buffer {
+    return this.buf
+  }
+
   bytes(src: Uint8Array): void {
     this.ensure(src.length)
     this.buf.set(src, this.length)

@@ -1,0 +1,105 @@
+import * as Net from "node:net"
+import { Effect, type Scope } from "effect"
+import { ServerError } from "../Errors.js"
+import { formatAddress } from "./address.js"
+
+/** The frame limits a listener's connections are read with, fixed when it binds. */
+export interface Limits {
+  readonly maxNotifyBytes: number
+  readonly maxDataBytes: number
+  /** The largest frame accepted (a longer length prefix closes the connection). */
+  readonly maxFrame: number
+}
+
+/**
+ * A bound `node:net` server that accepts connections before anything serves them. Sockets are accepted paused
+ * (`pauseOnConnect`): until {@link attach} their bytes wait in the kernel's receive buffer (bounded by TCP flow
+ * control, nothing read, nothing lost), then the attached handler takes them over and resumes them.
+ */
+export class BoundListener {
+  private onSocket: ((socket: Net.Socket) => void) | undefined
+  private readonly waiting = new Set<Net.Socket>()
+  /** Every connection not closed yet, held or served: closing the listener closes them. */
+  private readonly open = new Set<Net.Socket>()
+
+  constructor(
+    readonly host: string,
+    readonly port: number,
+    readonly address: string,
+    readonly limits: Limits,
+    private readonly server: Net.Server
+  ) {}
+
+  /** Is a handler attached? */
+  get serving(): boolean {
+    return this.onSocket !== undefined
+  }
+
+  /** A new connection: handed to the handler, or held paused until one is attached. */
+  readonly accept = (socket: Net.Socket): void => {
+    socket.on("error", () => {})
+    this.open.add(socket)
+    socket.once("close", () => {
+      this.open.delete(socket)
+      this.waiting.delete(socket)
+    })
+    if (this.onSocket !== undefined) {
+      this.onSocket(socket)
+      return
+    }
+    this.waiting.add(socket)
+  }
+
+  /** Hands every held and future connection to `onSocket`; false when a handler is attached already. */
+  attach(onSocket: (socket: Net.Socket) => void): boolean {
+    if (this.onSocket !== undefined) return false
+    this.onSocket = onSocket
+    const held = Array.from(this.waiting)
+    this.waiting.clear()
+    for (const socket of held) if (!socket.destroyed) onSocket(socket)
+    return true
+  }
+
+  /** Stops handing connections to the handler; later ones are held again until the next {@link attach}. */
+  detach(): void {
+    this.onSocket = undefined
+  }
+
+  /** Stops listening and closes every connection, held or served. */
+  close(): Effect.Effect<void> {
+    return Effect.async<void>((resume) => {
+      this.server.close(() => resume(Effect.void))
+      for (const socket of this.open) socket.destroy()
+    })
+  }
+}
+
+/** Binds `host:port` (port 0: any free one); the listener stops with the scope. */
+export const bind = (
+  host: string,
+  port: number,
+  limits: Limits
+): Effect.Effect<BoundListener, ServerError, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.async<BoundListener, ServerError>((resume) => {
+      let listener: BoundListener | undefined
+      const server = Net.createServer({ pauseOnConnect: true }, (socket) => listener?.accept(socket))
+      const onError = (err: Error) =>
+        resume(Effect.fail(new ServerError({ host, port, message: `cannot listen: ${err.message}`, cause: err })))
+      server.once("error", onError)
+      server.listen({ host, port }, () => {
+        server.off("error", onError)
+        server.on("error", () => {})
+        const bound = server.address() as Net.AddressInfo
+        listener = new BoundListener(
+          bound.address,
+          bound.port,
+          formatAddress(bound.address, bound.port),
+          limits,
+          server
+        )
+        resume(Effect.succeed(listener))
+      })
+    }),
+    (listener) => listener.close()
+  )
