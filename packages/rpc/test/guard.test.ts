@@ -1,0 +1,117 @@
+/**
+ * `RpcAgent.decorate(agent, guard)`: every control-plane call passes `guard.admit` before and `guard.record` after
+ * (the seam RFC PR 4's PeerHealth decorates the agent through).
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Effect, Exit, Fiber, Layer } from "effect"
+import { type BootstrapDesc, makeNotification, RpcAgent, RpcConfig, TransportFailure } from "../src/index.js"
+import { makeAgent, startServer } from "./helpers.js"
+
+const desc = (local: string): BootstrapDesc => ({
+  local_nic_path: local,
+  peer_nic_path: "b@soft0",
+  qp_num: [1],
+  local_lid: 0,
+  local_gid: "fe80::1",
+  reply_msg: "",
+  notify_qp_num: 2,
+  notify_proto: 0
+})
+
+/** The seven guarded entry points, each as one call to `address`. */
+const everyCall = (agent: RpcAgent.RpcAgentShape, address: string) => ({
+  bootstrap: agent.bootstrap(address, desc("a@soft0")),
+  notify: agent.notify(address, makeNotification("n", "m")),
+  getSegmentDesc: agent.getSegmentDesc(address),
+  probe: agent.probe(address),
+  sendData: agent.sendData(address, 0x10000, new Uint8Array(4)),
+  recvData: agent.recvData(address, 0x10000, 4),
+  call: agent.call(address, "Probe", undefined)
+})
+
+/** A guard that records what it saw, refusing every call when `refuse` is set. */
+const recordingGuard = (refuse: boolean) => {
+  const admitted: Array<string> = []
+  const recorded: Array<{ address: string; failure: TransportFailure | undefined }> = []
+  const guard: RpcAgent.CallGuard = {
+    admit: (address) =>
+      refuse
+        ? Effect.fail(new TransportFailure({ address, reason: "Refused", message: "guard: peer is down" }))
+        : Effect.sync(() => void admitted.push(address)),
+    record: (address, failure) => Effect.sync(() => void recorded.push({ address, failure }))
+  }
+  return { guard, admitted, recorded }
+}
+
+describe("RpcAgent.decorate", () => {
+  it.scopedLive("a guard that refuses fails every call without sending anything (no connection opened)", () =>
+    Effect.gen(function* () {
+      const server = yield* startServer()
+      const { guard, recorded } = recordingGuard(true)
+      const agent = RpcAgent.decorate(yield* makeAgent(), guard)
+      for (const [name, call] of Object.entries(everyCall(agent, server.address))) {
+        const exit = yield* Effect.exit(call as Effect.Effect<unknown, unknown>)
+        expect({ name, failure: Exit.isFailure(exit) && String(exit.cause) }).toEqual({
+          name,
+          failure: expect.stringMatching(/guard: peer is down/)
+        })
+      }
+      expect(yield* agent.connections).toEqual([])
+      expect(server.received).toHaveLength(0)
+      expect(recorded).toEqual([]) // a refused call did not happen: nothing to record
+    })
+  )
+
+  it.scopedLive(
+    "record sees each call's outcome: an answer (success or typed error) as undefined, a transport failure as itself",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* startServer({ maxNotifyBytes: 64 })
+        const { guard, admitted, recorded } = recordingGuard(false)
+        const agent = RpcAgent.decorate(yield* makeAgent({ request_timeout_ms: 2000 }), guard)
+        const at = server.address
+
+        for (const call of Object.values(everyCall(agent, at)))
+          yield* Effect.exit(call as Effect.Effect<unknown, unknown>)
+        // bootstrap, notify, getSegmentDesc, probe and call succeed; the data calls get SegmentRangeInvalid (no memory)
+        expect(admitted).toEqual(Array(7).fill(at))
+        expect(recorded).toEqual(Array(7).fill({ address: at, failure: undefined }))
+
+        recorded.length = 0
+        const rejected = yield* Effect.flip(agent.bootstrap(at, desc("reject")))
+        expect(rejected._tag).toBe("BootstrapRejected")
+        const tooLarge = yield* Effect.flip(agent.notify(at, makeNotification("n", new Uint8Array(100))))
+        expect(tooLarge._tag).toBe("NotificationTooLarge")
+        expect(recorded).toEqual([
+          { address: at, failure: undefined },
+          { address: at, failure: undefined }
+        ])
+
+        recorded.length = 0
+        const nowhere = "127.0.0.1:1"
+        const refused = yield* Effect.flip(agent.probe(nowhere))
+        expect(refused).toBeInstanceOf(TransportFailure)
+        expect(recorded).toEqual([{ address: nowhere, failure: refused }])
+
+        // an interrupted call has no outcome to record
+        recorded.length = 0
+        const slow = yield* Effect.fork(agent.notify(at, makeNotification("sleep", "5000")))
+        yield* Effect.sleep(50)
+        yield* Fiber.interrupt(slow)
+        expect(recorded).toEqual([])
+      })
+  )
+
+  it.scopedLive("layerDecorated builds the agent with the guard; RpcAgent.layer stays undecorated", () =>
+    Effect.gen(function* () {
+      const { guard } = recordingGuard(true)
+      const build = (layer: Layer.Layer<RpcAgent.RpcAgent, never, RpcConfig.RpcConfig>) =>
+        Effect.map(Layer.build(layer.pipe(Layer.provide(RpcConfig.layer()))), Context.get(RpcAgent.RpcAgent))
+      const decorated = yield* build(RpcAgent.layerDecorated(Effect.succeed(guard)))
+      const server = yield* startServer()
+      expect((yield* Effect.flip(decorated.probe(server.address))).message).toBe("guard: peer is down")
+      const plain = yield* build(RpcAgent.layer)
+      yield* plain.probe(server.address)
+    })
+  )
+})

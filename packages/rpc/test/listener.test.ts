@@ -1,0 +1,114 @@
+/**
+ * The server in two steps: `Server.layerListener` binds (the address is known at once), `Server.serve` attaches the
+ * handlers later. Connections and calls that arrive in between are held, not lost and not refused.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
+import { type BootstrapDesc, makeNotification, type Notification, notificationText, Server } from "../src/index.js"
+import { makeHandlers } from "./fixtures/handlers.js"
+import { makeAgent } from "./helpers.js"
+
+const desc: BootstrapDesc = {
+  local_nic_path: "a@soft0",
+  peer_nic_path: "b@soft0",
+  qp_num: [1],
+  local_lid: 0,
+  local_gid: "fe80::1",
+  reply_msg: "",
+  notify_qp_num: 2,
+  notify_proto: 0
+}
+
+describe("Server.layerListener + Server.serve", () => {
+  it.scopedLive("the address is known before serve; calls made before serve are answered once it attaches", () =>
+    Effect.gen(function* () {
+      const listener = Context.get(yield* Layer.build(Server.layerListener()), Server.Listener)
+      expect(listener.address).toBe(`127.0.0.1:${listener.port}`)
+      expect(listener.port).toBeGreaterThan(0)
+
+      const agent = yield* makeAgent({ notify_timeout_ms: 10_000, bootstrap_timeout_ms: 10_000 })
+      // the connection opens (the kernel accepts it) and the requests wait, unread, until serve
+      const early = yield* Effect.fork(
+        Effect.all([
+          agent.notify(listener.address, makeNotification("early", "1")),
+          agent.bootstrap(listener.address, desc),
+          agent.notify(listener.address, makeNotification("early", "2"))
+        ])
+      )
+      yield* Effect.sleep(200)
+      expect(early.unsafePoll()).toBeNull()
+
+      // handlers built after the listener, from its address (what the engine's segment name needs)
+      const received: Array<Notification> = []
+      const served = yield* Server.serve(makeHandlers(() => listener.address, received)).pipe(
+        Effect.provideService(Server.Listener, listener)
+      )
+      expect(served.address).toBe(listener.address)
+      const [, reply] = yield* Fiber.join(early)
+      expect(reply.local_nic_path).toBe("b@soft0")
+      expect(received.map((n) => notificationText(n).msg)).toEqual(["1", "2"])
+      expect((yield* agent.getSegmentDesc(listener.address)).name).toBe(listener.address)
+    })
+  )
+
+  it.scopedLive(
+    "a connection that closes before serve is dropped quietly; a second serve fails; serve attaches again after the first one's scope ends",
+    () =>
+      Effect.gen(function* () {
+        const listener = Context.get(yield* Layer.build(Server.layerListener()), Server.Listener)
+        const provideListener = Effect.provideService(Server.Listener, listener)
+        const quitter = yield* makeAgent({ notify_timeout_ms: 10_000 })
+        const gone = yield* Effect.fork(quitter.notify(listener.address, makeNotification("gone", "")))
+        yield* Effect.sleep(100)
+        yield* quitter.disconnect(listener.address)
+        expect((yield* Fiber.await(gone))._tag).toBe("Failure")
+
+        const received: Array<Notification> = []
+        const first = yield* Scope.make()
+        yield* Server.serve(makeHandlers(() => listener.address, received)).pipe(provideListener, Scope.extend(first))
+        const again = yield* Effect.exit(Server.serve(makeHandlers(() => listener.address)).pipe(provideListener))
+        expect(Exit.isFailure(again) && String(again.cause)).toMatch(/served already/)
+
+        const agent = yield* makeAgent({ notify_timeout_ms: 10_000 })
+        yield* agent.notify(listener.address, makeNotification("one", ""))
+        yield* Scope.close(first, Exit.void)
+        // the first serve closed its connections; the next call connects anew and waits for the next serve
+        yield* Effect.sleep(100)
+        expect(yield* agent.connections).toEqual([])
+        const next = yield* Effect.fork(agent.notify(listener.address, makeNotification("two", "")))
+        yield* Effect.sleep(100)
+        expect(next.unsafePoll()).toBeNull()
+        yield* Server.serve(makeHandlers(() => listener.address, received)).pipe(provideListener)
+        yield* Fiber.join(next)
+        // "gone" left before its caller gave up, so the server may still read it once served (as a slow TCP server would)
+        const names = received.map((n) => notificationText(n).name).filter((name) => name !== "gone")
+        expect(names).toEqual(["one", "two"])
+      })
+  )
+
+  it.scopedLive("Server.make is still listener + serve in one step, with the handlers in context", () =>
+    Effect.gen(function* () {
+      const received: Array<Notification> = []
+      const server = yield* Server.make({ maxNotifyBytes: 1024 }).pipe(Effect.provide(makeHandlers(() => "", received)))
+      const agent = yield* makeAgent()
+      yield* agent.notify(server.address, makeNotification("n", "m"))
+      expect(received).toHaveLength(1)
+      expect(server.data).toEqual({ sent: 0, received: 0, rejected: 0 })
+    })
+  )
+
+  it.scopedLive(
+    "a listener closed before it was ever served closes the connections it held: the caller sees Closed",
+    () =>
+      Effect.gen(function* () {
+        const scope = yield* Scope.make()
+        const listener = Context.get(yield* Layer.buildWithScope(Server.layerListener(), scope), Server.Listener)
+        const agent = yield* makeAgent({ notify_timeout_ms: 10_000 })
+        const held = yield* Effect.fork(agent.notify(listener.address, makeNotification("held", "")))
+        yield* Effect.sleep(100)
+        yield* Scope.close(scope, Exit.void)
+        const failure = yield* Effect.flip(Fiber.join(held))
+        expect(failure._tag === "TransportFailure" && failure.reason).toBe("Closed")
+      })
+  )
+})
