@@ -3,7 +3,8 @@
  * plus environment variables, turned into one Effect `ConfigProvider` that every package reads (`rpc/*` keys by
  * `RpcConfig`, `transports/rdma/rail_*` by `RailHealth`, the rest here).
  *
- * Every key the engine reads is in {@link keys} with its default, its description and its type. Unlike TENT, which
+ * Every key the engine reads is declared once, with its default, description and type, by the package that reads it
+ * (`RpcConfig.keys`, `RailHealth.keys`, {@link engineKeys}), and all are merged in {@link keys}. Unlike TENT, which
  * silently falls back to the default on a type mismatch, a value of the wrong JSON type or out of range fails at
  * start with a `ConfigError` that names the key. Keys the engine does not read are ignored (TENT files carry many).
  *
@@ -14,34 +15,24 @@
  *
  * @since 0.1.0
  */
-import { readFileSync } from "node:fs"
+import { RailHealth } from "@tent/health"
 import { RpcConfig } from "@tent/rpc"
-import { Config, ConfigError, ConfigProvider, Context, Effect, Either, Layer } from "effect"
+import { Config, type ConfigError, type ConfigProvider, Context, Effect, Layer } from "effect"
+import { type KeySpec, readers } from "./internal/config/KeySpec.js"
+import type { ConfigSource } from "./internal/config/provider.js"
+import * as Provider from "./internal/config/provider.js"
 
-/** The JSON type a key takes. */
-export type KeyKind = "int" | "bool" | "string" | "strings"
-
-/** One configuration key: its path, type, default, description and (for integers) the values it accepts. */
-export interface KeySpec {
-  readonly kind: KeyKind
-  readonly default: number | boolean | string | ReadonlyArray<string>
-  readonly description: string
-  /** For `int`: accepted values, as a predicate and the message that names them. */
-  readonly valid?: { readonly check: (n: number) => boolean; readonly message: string }
-}
+export type { KeyKind, KeySpec } from "./internal/config/KeySpec.js"
+export type { ConfigSource }
 
 const int = (d: number, description: string, valid?: KeySpec["valid"]): KeySpec =>
   valid === undefined ? { kind: "int", default: d, description } : { kind: "int", default: d, description, valid }
 const nonNegative = { check: (n: number) => n >= 0, message: "must be ≥ 0" }
 const positive = { check: (n: number) => n > 0, message: "must be > 0" }
 const u8 = { check: (n: number) => n >= 0 && n <= 255, message: "must be in 0..255" }
-const timeoutMs = {
-  check: (n: number) => n === -1 || n > 0,
-  message: "must be -1 (the library default, 30 s) or a positive number of milliseconds"
-}
 
-/** Every key the engine (and the packages it configures) reads, with TENT's defaults. */
-export const keys = {
+/** The keys this package reads itself, with TENT's defaults (`rpc/*` are in `RpcConfig`, `rail_*` in `RailHealth`). */
+export const engineKeys = {
   local_segment_name: {
     kind: "string",
     default: "",
@@ -57,12 +48,6 @@ export const keys = {
     check: (n) => n >= 0 && n <= 65535,
     message: "must be a port number (0 = any free port)"
   }),
-  "rpc/request_timeout_ms": int(-1, "GetSegmentDesc and Probe timeout in ms; -1 = library default (30 s)", timeoutMs),
-  "rpc/bootstrap_timeout_ms": int(-1, "Bootstrap timeout in ms; -1 = library default (30 s)", timeoutMs),
-  "rpc/notify_timeout_ms": int(-1, "Notify timeout in ms; -1 = library default (30 s)", timeoutMs),
-  "rpc/connect_timeout_ms": int(-1, "connect timeout in ms; -1 = library default (30 s)", timeoutMs),
-  "rpc/max_notify_bytes": int(16 * 1024 * 1024, "largest Notify (name + message) sent or accepted", positive),
-  "rpc/max_data_bytes": int(16 * 1024 * 1024, "largest SendData / RecvData (TCP transfers) sent or served", positive),
   max_failover_attempts: int(
     3,
     "times a failed transfer task is resubmitted on the next transport its target offers; 0 = never",
@@ -138,9 +123,6 @@ export const keys = {
     check: (n) => n >= 4096,
     message: "must be at least 4096"
   }),
-  "transports/rdma/rail_error_threshold": int(3, "errors within the window that pause a NIC pair", positive),
-  "transports/rdma/rail_error_window_secs": int(10, "window of the rail error count, seconds", positive),
-  "transports/rdma/rail_cooldown_secs": int(30, "first pause of a NIC pair, seconds (doubles, ≤ 300)", positive),
   "transports/tcp/max_retry_count": int(3, "attempts of a TCP transfer", positive),
   "transports/tcp/retry_base_delay_ms": int(100, "first TCP retry delay, doubling", nonNegative),
   "transports/tcp/retry_max_delay_ms": int(2000, "largest TCP retry delay", nonNegative),
@@ -157,6 +139,12 @@ export const keys = {
   }
 } as const satisfies Record<string, KeySpec>
 
+/**
+ * Every key the engine (and the packages it configures) reads, with TENT's defaults: each declared once, by the
+ * package that reads it.
+ */
+export const keys = { ...RpcConfig.keys, ...RailHealth.keys, ...engineKeys } as const satisfies Record<string, KeySpec>
+
 /** A key of {@link keys}. */
 export type Key = keyof typeof keys
 
@@ -171,53 +159,7 @@ export const legacyEnv: Record<string, Key> = {
 }
 
 /** The constant-case environment variable of a key: `rpc/notify_timeout_ms` → `RPC_NOTIFY_TIMEOUT_MS`. */
-export const envName = (key: string): string => key.replace(/[/.-]/g, "_").toUpperCase()
-
-const invalid = (key: string, message: string) => ConfigError.InvalidData(key.split("/"), message)
-
-/** Flattens a JSON config (nested objects and `"a/b"` keys) to `key → JSON value` for the keys the engine reads. */
-const flatten = (json: unknown, prefix = "", out = new Map<string, unknown>()): Map<string, unknown> => {
-  if (json === null || typeof json !== "object" || Array.isArray(json)) return out
-  for (const [k, v] of Object.entries(json as Record<string, unknown>)) {
-    const path = prefix === "" ? k : `${prefix}/${k}`
-    if (path in keys) out.set(path, v)
-    else if (v !== null && typeof v === "object" && !Array.isArray(v)) flatten(v, path, out)
-  }
-  return out
-}
-
-/** Checks one JSON value against its key's type; returns the string form `ConfigProvider.fromMap` carries. */
-const fromJsonValue = (key: Key, value: unknown): Either.Either<string, ConfigError.ConfigError> => {
-  const spec: KeySpec = keys[key]
-  switch (spec.kind) {
-    case "int":
-      return typeof value === "number" && Number.isInteger(value)
-        ? Either.right(String(value))
-        : Either.left(invalid(key, `Expected an integer, got ${JSON.stringify(value)}`))
-    case "bool":
-      return typeof value === "boolean"
-        ? Either.right(String(value))
-        : Either.left(invalid(key, `Expected true or false, got ${JSON.stringify(value)}`))
-    case "string":
-      return typeof value === "string"
-        ? Either.right(value)
-        : Either.left(invalid(key, `Expected a string, got ${JSON.stringify(value)}`))
-    case "strings":
-      return Array.isArray(value) && value.every((s) => typeof s === "string" && !s.includes(","))
-        ? Either.right(value.join(","))
-        : Either.left(invalid(key, `Expected an array of names, got ${JSON.stringify(value)}`))
-  }
-}
-
-/** Where the configuration comes from. */
-export interface ConfigSource {
-  /** The parsed `transfer-engine.json` (or an object in code). */
-  readonly json?: unknown
-  /** A path to a `transfer-engine.json`. */
-  readonly file?: string
-  /** Environment variables (default: none; pass `process.env` to read the real ones). */
-  readonly env?: Readonly<Record<string, string | undefined>>
-}
+export const envName: (key: string) => string = Provider.envName
 
 /**
  * Builds the `ConfigProvider` of a source: JSON values type-checked per key, environment over file. Fails with a
@@ -225,82 +167,9 @@ export interface ConfigSource {
  */
 export const provider = (
   source: ConfigSource = {}
-): Effect.Effect<ConfigProvider.ConfigProvider, ConfigError.ConfigError> =>
-  Effect.suspend(() => {
-    const env = source.env ?? {}
-    let json: unknown = source.json ?? {}
-    const readJson = (what: string, text: string): Either.Either<unknown, ConfigError.ConfigError> =>
-      Either.try({
-        try: () => JSON.parse(text) as unknown,
-        catch: (e) => invalid(what, `not valid JSON: ${(e as Error).message}`)
-      })
-    if (source.file !== undefined) {
-      const text = Either.try({
-        try: () => readFileSync(source.file as string, "utf8"),
-        catch: (e) => invalid("config_file", `cannot read ${source.file}: ${(e as Error).message}`)
-      })
-      if (Either.isLeft(text)) return Effect.fail(text.left)
-      const parsed = readJson("config_file", text.right)
-      if (Either.isLeft(parsed)) return Effect.fail(parsed.left)
-      json = parsed.right
-    }
-    const conf = env.MC_TENT_CONF
-    if (conf !== undefined && conf !== "") {
-      const trimmed = conf.trim()
-      let text = trimmed
-      if (!trimmed.startsWith("{")) {
-        const read = Either.try({
-          try: () => readFileSync(trimmed, "utf8"),
-          catch: (e) => invalid("MC_TENT_CONF", `cannot read ${trimmed}: ${(e as Error).message}`)
-        })
-        if (Either.isLeft(read)) return Effect.fail(read.left)
-        text = read.right
-      }
-      const parsed = readJson("MC_TENT_CONF", text)
-      if (Either.isLeft(parsed)) return Effect.fail(parsed.left)
-      json = parsed.right
-    }
-    const map = new Map<string, string>()
-    for (const [key, value] of flatten(json)) {
-      const s = fromJsonValue(key as Key, value)
-      if (Either.isLeft(s)) return Effect.fail(s.left)
-      map.set(key, s.right)
-    }
-    for (const [name, key] of Object.entries(legacyEnv)) {
-      const v = env[name]
-      if (v !== undefined && v !== "") map.set(key, v)
-    }
-    for (const key of Object.keys(keys)) {
-      const v = env[envName(key)]
-      if (v !== undefined && v !== "") map.set(key, v)
-    }
-    return Effect.succeed(ConfigProvider.fromMap(map, { pathDelim: "/", seqDelim: "," }))
-  })
+): Effect.Effect<ConfigProvider.ConfigProvider, ConfigError.ConfigError> => Provider.make(keys, legacyEnv, source)
 
-const intKey = (key: Key) => {
-  const spec = keys[key] as KeySpec
-  const base = Config.integer(key)
-  const checked =
-    spec.valid === undefined
-      ? base
-      : base.pipe(Config.validate({ message: spec.valid.message, validation: spec.valid.check }))
-  return checked.pipe(Config.withDefault(spec.default as number), Config.withDescription(spec.description))
-}
-const boolKey = (key: Key) =>
-  Config.boolean(key).pipe(
-    Config.withDefault(keys[key].default as boolean),
-    Config.withDescription(keys[key].description)
-  )
-const stringKey = (key: Key) =>
-  Config.string(key).pipe(
-    Config.withDefault(keys[key].default as string),
-    Config.withDescription(keys[key].description)
-  )
-const stringsKey = (key: Key) =>
-  Config.array(Config.string(), key).pipe(
-    Config.withDefault(keys[key].default as ReadonlyArray<string>),
-    Config.withDescription(keys[key].description)
-  )
+const read = readers(engineKeys)
 
 /** TENT's `EndPointParams` (data QPs), after config. */
 export interface EndpointParams {
@@ -353,57 +222,57 @@ export interface EngineSettings {
 
 /** The engine's settings read from the current `ConfigProvider`. */
 export const config: Config.Config<EngineSettings> = Config.all({
-  localSegmentName: stringKey("local_segment_name"),
-  metadataType: stringKey("metadata_type").pipe(
+  localSegmentName: read.string("local_segment_name"),
+  metadataType: read.string("metadata_type").pipe(
     Config.validate({
       message: 'must be "p2p" (the only registry this engine implements)',
       validation: (s): s is "p2p" => s === "p2p"
     })
   ),
-  rpcServerHostname: stringKey("rpc_server_hostname"),
-  rpcServerPort: intKey("rpc_server_port"),
-  maxFailoverAttempts: intKey("max_failover_attempts"),
-  autoFailoverOnPoll: boolKey("enable_auto_failover_on_poll"),
-  rdmaEnable: boolKey("transports/rdma/enable"),
-  tcpEnable: boolKey("transports/tcp/enable"),
-  numLanes: intKey("transports/rdma/num_lanes"),
-  maxTimeoutNs: intKey("transports/rdma/max_timeout_ns"),
+  rpcServerHostname: read.string("rpc_server_hostname"),
+  rpcServerPort: read.int("rpc_server_port"),
+  maxFailoverAttempts: read.int("max_failover_attempts"),
+  autoFailoverOnPoll: read.bool("enable_auto_failover_on_poll"),
+  rdmaEnable: read.bool("transports/rdma/enable"),
+  tcpEnable: read.bool("transports/tcp/enable"),
+  numLanes: read.int("transports/rdma/num_lanes"),
+  maxTimeoutNs: read.int("transports/rdma/max_timeout_ns"),
   endpoint: Config.all({
-    pathMtu: intKey("transports/rdma/endpoint/path_mtu"),
-    minRnrTimer: intKey("transports/rdma/endpoint/min_rnr_timer"),
-    sendTimeout: intKey("transports/rdma/endpoint/send_timeout"),
-    sendRetryCount: intKey("transports/rdma/endpoint/send_retry_count"),
-    sendRnrCount: intKey("transports/rdma/endpoint/send_rnr_count"),
-    maxRdAtomic: intKey("transports/rdma/endpoint/max_rd_atomic"),
-    maxDestRdAtomic: intKey("transports/rdma/endpoint/max_dest_rd_atomic"),
-    hopLimit: intKey("transports/rdma/endpoint/hop_limit"),
-    trafficClass: intKey("transports/rdma/endpoint/traffic_class"),
-    serviceLevel: intKey("transports/rdma/endpoint/service_level"),
-    pkeyIndex: intKey("transports/rdma/endpoint/pkey_index"),
-    maxQpWr: intKey("transports/rdma/endpoint/max_qp_wr"),
-    maxSge: intKey("transports/rdma/endpoint/max_sge"),
-    maxInlineBytes: intKey("transports/rdma/endpoint/max_inline_bytes"),
-    endpointStoreCap: intKey("transports/rdma/endpoint/endpoint_store_cap")
+    pathMtu: read.int("transports/rdma/endpoint/path_mtu"),
+    minRnrTimer: read.int("transports/rdma/endpoint/min_rnr_timer"),
+    sendTimeout: read.int("transports/rdma/endpoint/send_timeout"),
+    sendRetryCount: read.int("transports/rdma/endpoint/send_retry_count"),
+    sendRnrCount: read.int("transports/rdma/endpoint/send_rnr_count"),
+    maxRdAtomic: read.int("transports/rdma/endpoint/max_rd_atomic"),
+    maxDestRdAtomic: read.int("transports/rdma/endpoint/max_dest_rd_atomic"),
+    hopLimit: read.int("transports/rdma/endpoint/hop_limit"),
+    trafficClass: read.int("transports/rdma/endpoint/traffic_class"),
+    serviceLevel: read.int("transports/rdma/endpoint/service_level"),
+    pkeyIndex: read.int("transports/rdma/endpoint/pkey_index"),
+    maxQpWr: read.int("transports/rdma/endpoint/max_qp_wr"),
+    maxSge: read.int("transports/rdma/endpoint/max_sge"),
+    maxInlineBytes: read.int("transports/rdma/endpoint/max_inline_bytes"),
+    endpointStoreCap: read.int("transports/rdma/endpoint/endpoint_store_cap")
   }),
   device: Config.all({
-    port: intKey("transports/rdma/device/port"),
-    gidIndex: intKey("transports/rdma/device/gid_index"),
-    maxCqe: intKey("transports/rdma/device/max_cqe"),
-    numCqList: intKey("transports/rdma/device/num_cq_list")
+    port: read.int("transports/rdma/device/port"),
+    gidIndex: read.int("transports/rdma/device/gid_index"),
+    maxCqe: read.int("transports/rdma/device/max_cqe"),
+    numCqList: read.int("transports/rdma/device/num_cq_list")
   }),
   workers: Config.all({
-    numWorkers: intKey("transports/rdma/workers/num_workers"),
-    maxRetryCount: intKey("transports/rdma/workers/max_retry_count"),
-    blockSize: intKey("transports/rdma/workers/block_size")
+    numWorkers: read.int("transports/rdma/workers/num_workers"),
+    maxRetryCount: read.int("transports/rdma/workers/max_retry_count"),
+    blockSize: read.int("transports/rdma/workers/block_size")
   }),
   tcp: Config.all({
-    maxRetryCount: intKey("transports/tcp/max_retry_count"),
-    retryBaseDelayMs: intKey("transports/tcp/retry_base_delay_ms"),
-    retryMaxDelayMs: intKey("transports/tcp/retry_max_delay_ms"),
-    maxConcurrentTasks: intKey("transports/tcp/max_concurrent_tasks")
+    maxRetryCount: read.int("transports/tcp/max_retry_count"),
+    retryBaseDelayMs: read.int("transports/tcp/retry_base_delay_ms"),
+    retryMaxDelayMs: read.int("transports/tcp/retry_max_delay_ms"),
+    maxConcurrentTasks: read.int("transports/tcp/max_concurrent_tasks")
   }),
-  whitelist: stringsKey("topology/rdma_whitelist"),
-  blacklist: stringsKey("topology/rdma_blacklist")
+  whitelist: read.strings("topology/rdma_whitelist"),
+  blacklist: read.strings("topology/rdma_blacklist")
 })
 
 /** The engine's settings as a service. */

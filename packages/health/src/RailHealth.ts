@@ -85,22 +85,63 @@ export interface RailHealthOptions {
 }
 
 /**
- * TENT's defaults, from `rail_monitor.h`: `error_threshold_ = 3`, `error_window_ = 10 s`, `cooldown_ = 30 s`,
- * `kMaxCooldown = 300 s`.
+ * One configuration key, in the shape every package of the engine declares its keys in (`EngineConfig.KeySpec` of
+ * `@tent/core` merges them): its JSON type, default, description and the values it accepts.
  */
+export interface KeySpec {
+  readonly kind: "int"
+  readonly default: number
+  readonly description: string
+  /** Accepted values, as a predicate and the message that names them. */
+  readonly valid: { readonly check: (n: number) => boolean; readonly message: string }
+}
+
+const positive = { check: (n: number) => n >= 1, message: "must be a positive integer" }
+
+/**
+ * The keys this module reads, with TENT's defaults from `rail_monitor.h` (`error_threshold_ = 3`,
+ * `error_window_ = 10 s`, `cooldown_ = 30 s`). `EngineConfig.keys` of `@tent/core` includes them.
+ */
+export const keys = {
+  "transports/rdma/rail_error_threshold": {
+    kind: "int",
+    default: 3,
+    description: "errors within rail_error_window_secs that pause a (local NIC, remote NIC) pair",
+    valid: positive
+  },
+  "transports/rdma/rail_error_window_secs": {
+    kind: "int",
+    default: 10,
+    description: "largest gap in seconds between two errors of a rail that still counts them together",
+    valid: positive
+  },
+  "transports/rdma/rail_cooldown_secs": {
+    kind: "int",
+    default: 30,
+    description: "seconds of the first cooldown of a rail; doubled on every further error up to 300 s",
+    valid: positive
+  }
+} as const satisfies Record<string, KeySpec>
+
+/** TENT's defaults: those of {@link keys}, and `kMaxCooldown = 300 s` (a constant in TENT, no key). */
 export const defaults: RailHealthOptions = {
-  errorThreshold: 3,
-  errorWindowSecs: 10,
-  cooldownSecs: 30,
+  errorThreshold: keys["transports/rdma/rail_error_threshold"].default,
+  errorWindowSecs: keys["transports/rdma/rail_error_window_secs"].default,
+  cooldownSecs: keys["transports/rdma/rail_cooldown_secs"].default,
   maxCooldownSecs: 300
 }
 
-const key = (name: string, description: string, fallback: number) =>
-  Config.integer(name).pipe(
-    Config.validate({ message: "must be a positive integer", validation: (n) => n >= 1 }),
-    Config.withDefault(fallback),
-    Config.withDescription(description)
+/** The `Config` of a key of {@link keys}: its path split on `/` into nested names, its validation and default. */
+const read = (path: keyof typeof keys): Config.Config<number> => {
+  const spec: KeySpec = keys[path]
+  const [name, ...outer] = path.split("/").reverse()
+  const value = Config.integer(name).pipe(
+    Config.validate({ message: spec.valid.message, validation: spec.valid.check }),
+    Config.withDefault(spec.default),
+    Config.withDescription(spec.description)
   )
+  return outer.reduce((c, segment) => Config.nested(c, segment), value)
+}
 
 /**
  * The settings from the current `ConfigProvider`, under `transports/rdma` as in TENT's config
@@ -110,23 +151,11 @@ const key = (name: string, description: string, fallback: number) =>
  * wrong type and accept 0 or a negative number).
  */
 export const config: Config.Config<RailHealthOptions> = Config.all({
-  errorThreshold: key(
-    "rail_error_threshold",
-    "errors within rail_error_window_secs that pause a (local NIC, remote NIC) pair",
-    defaults.errorThreshold
-  ),
-  errorWindowSecs: key(
-    "rail_error_window_secs",
-    "largest gap in seconds between two errors of a rail that still counts them together",
-    defaults.errorWindowSecs
-  ),
-  cooldownSecs: key(
-    "rail_cooldown_secs",
-    "seconds of the first cooldown of a rail; doubled on every further error up to 300 s",
-    defaults.cooldownSecs
-  ),
+  errorThreshold: read("transports/rdma/rail_error_threshold"),
+  errorWindowSecs: read("transports/rdma/rail_error_window_secs"),
+  cooldownSecs: read("transports/rdma/rail_cooldown_secs"),
   maxCooldownSecs: Config.succeed(defaults.maxCooldownSecs)
-}).pipe(Config.nested("rdma"), Config.nested("transports"))
+})
 
 /** One rail's state in TENT's terms; `resumeAt` undefined means not paused. */
 interface Entry {

@@ -19,29 +19,65 @@ export interface RpcSettings {
   readonly maxDataBytes?: number | undefined
 }
 
-/** The defaults, keyed as in the engine's JSON config under `rpc`. */
-export const defaults = {
-  request_timeout_ms: -1,
-  bootstrap_timeout_ms: -1,
-  notify_timeout_ms: -1,
-  connect_timeout_ms: -1,
-  max_notify_bytes: 16 * 1024 * 1024,
-  max_data_bytes: 16 * 1024 * 1024
-} as const
+/**
+ * One configuration key, in the shape every package of the engine declares its keys in (`EngineConfig.KeySpec` of
+ * `@tent/core` merges them): its JSON type, default, description and the values it accepts.
+ */
+export interface KeySpec {
+  readonly kind: "int"
+  readonly default: number
+  readonly description: string
+  /** Accepted values, as a predicate and the message that names them. */
+  readonly valid: { readonly check: (n: number) => boolean; readonly message: string }
+}
+
+const timeoutMs = {
+  check: (n: number) => n === -1 || n > 0,
+  message: "must be -1 (the library default, 30 s) or a positive number of milliseconds"
+}
+const timeout = (what: string): KeySpec => ({
+  kind: "int",
+  default: -1,
+  description: `per-call timeout of ${what} in ms; -1 = library default (30 s)`,
+  valid: timeoutMs
+})
+const bytes = (description: string): KeySpec => ({
+  kind: "int",
+  default: 16 * 1024 * 1024,
+  description,
+  valid: { check: (n) => n > 0, message: "must be a positive number of bytes" }
+})
+
+/** The keys this module reads, by their path in the engine's JSON config; `EngineConfig.keys` includes them. */
+export const keys = {
+  "rpc/request_timeout_ms": timeout("GetSegmentDesc and Probe"),
+  "rpc/bootstrap_timeout_ms": timeout("Bootstrap"),
+  "rpc/notify_timeout_ms": timeout("Notify"),
+  "rpc/connect_timeout_ms": timeout("connecting to a peer"),
+  "rpc/max_notify_bytes": bytes("largest Notify (name + message bytes) sent or accepted"),
+  "rpc/max_data_bytes": bytes("largest SendData / RecvData sent or served")
+} as const satisfies Record<string, KeySpec>
+
+/** A key of {@link keys} without its `rpc/` prefix, as in {@link defaults} and {@link layer}. */
+export type KeyName = { [K in keyof typeof keys]: K extends `rpc/${infer N}` ? N : never }[keyof typeof keys]
+
+/** The defaults of {@link keys}, keyed as in the engine's JSON config under `rpc`. */
+export const defaults: { readonly [N in KeyName]: number } = Object.fromEntries(
+  Object.entries(keys).map(([key, spec]) => [key.slice("rpc/".length), spec.default])
+) as { readonly [N in KeyName]: number }
 
 /** -1 → {@link LIBRARY_DEFAULT_TIMEOUT_MS}; anything else as it is. */
 export const resolveTimeout = (ms: number): number => (ms === -1 ? LIBRARY_DEFAULT_TIMEOUT_MS : ms)
 
-const timeout = (key: keyof typeof defaults, what: string) =>
-  Config.integer(key).pipe(
-    Config.validate({
-      message: "must be -1 (the library default, 30 s) or a positive number of milliseconds",
-      validation: (n) => n === -1 || n > 0
-    }),
-    Config.withDefault(defaults[key]),
-    Config.withDescription(`per-call timeout of ${what} in ms; -1 = library default (30 s)`),
-    Config.map(resolveTimeout)
+/** The raw value of a key under `rpc`, with the validation, default and description of its entry in {@link keys}. */
+const read = (name: KeyName): Config.Config<number> => {
+  const spec: KeySpec = keys[`rpc/${name}`]
+  return Config.integer(name).pipe(
+    Config.validate({ message: spec.valid.message, validation: spec.valid.check }),
+    Config.withDefault(spec.default),
+    Config.withDescription(spec.description)
   )
+}
 
 /**
  * The settings read with Effect `Config`, nested under `rpc`: `{"rpc": {"notify_timeout_ms": 500}}` in a JSON
@@ -49,27 +85,19 @@ const timeout = (key: keyof typeof defaults, what: string) =>
  * `ConfigError` that names the key.
  */
 export const config: Config.Config<RpcSettings> = Config.all({
-  requestTimeoutMs: timeout("request_timeout_ms", "GetSegmentDesc and Probe"),
-  bootstrapTimeoutMs: timeout("bootstrap_timeout_ms", "Bootstrap"),
-  notifyTimeoutMs: timeout("notify_timeout_ms", "Notify"),
-  connectTimeoutMs: timeout("connect_timeout_ms", "connecting to a peer"),
-  maxNotifyBytes: Config.integer("max_notify_bytes").pipe(
-    Config.validate({ message: "must be a positive number of bytes", validation: (n) => n > 0 }),
-    Config.withDefault(defaults.max_notify_bytes),
-    Config.withDescription("largest Notify (name + message bytes) sent or accepted")
-  ),
-  maxDataBytes: Config.integer("max_data_bytes").pipe(
-    Config.validate({ message: "must be a positive number of bytes", validation: (n) => n > 0 }),
-    Config.withDefault(defaults.max_data_bytes),
-    Config.withDescription("largest SendData / RecvData sent or served")
-  )
+  requestTimeoutMs: Config.map(read("request_timeout_ms"), resolveTimeout),
+  bootstrapTimeoutMs: Config.map(read("bootstrap_timeout_ms"), resolveTimeout),
+  notifyTimeoutMs: Config.map(read("notify_timeout_ms"), resolveTimeout),
+  connectTimeoutMs: Config.map(read("connect_timeout_ms"), resolveTimeout),
+  maxNotifyBytes: read("max_notify_bytes"),
+  maxDataBytes: read("max_data_bytes")
 }).pipe(Config.nested("rpc"))
 
 /** The control-plane settings as a service. */
 export class RpcConfig extends Context.Tag("@tent/rpc/RpcConfig")<RpcConfig, RpcSettings>() {}
 
 /** Settings given in code, as raw config values (-1 allowed); unspecified keys take {@link defaults}. */
-export const layer = (values: Partial<Record<keyof typeof defaults, number>> = {}): Layer.Layer<RpcConfig> => {
+export const layer = (values: Partial<Record<KeyName, number>> = {}): Layer.Layer<RpcConfig> => {
   const v = { ...defaults, ...values }
   return Layer.succeed(RpcConfig, {
     requestTimeoutMs: resolveTimeout(v.request_timeout_ms),

@@ -1,0 +1,139 @@
+import { describe, expect, it } from "@effect/vitest"
+import { RailHealth } from "@tent/health"
+import { RpcConfig } from "@tent/rpc"
+import { Effect, Layer } from "effect"
+import { EngineConfig } from "../src/index.js"
+
+/** Every key's default as `EngineConfig.keys` declared it before the keys moved to the packages that read them. */
+const defaultsBefore = {
+  local_segment_name: "",
+  metadata_type: "p2p",
+  rpc_server_hostname: "127.0.0.1",
+  rpc_server_port: 0,
+  "rpc/request_timeout_ms": -1,
+  "rpc/bootstrap_timeout_ms": -1,
+  "rpc/notify_timeout_ms": -1,
+  "rpc/connect_timeout_ms": -1,
+  "rpc/max_notify_bytes": 16_777_216,
+  "rpc/max_data_bytes": 16_777_216,
+  max_failover_attempts: 3,
+  enable_auto_failover_on_poll: true,
+  "transports/rdma/enable": true,
+  "transports/tcp/enable": true,
+  "transports/rdma/num_lanes": 6,
+  "transports/rdma/max_timeout_ns": 10_000_000_000,
+  "transports/rdma/endpoint/path_mtu": 4096,
+  "transports/rdma/endpoint/min_rnr_timer": 12,
+  "transports/rdma/endpoint/send_timeout": 14,
+  "transports/rdma/endpoint/send_retry_count": 7,
+  "transports/rdma/endpoint/send_rnr_count": 7,
+  "transports/rdma/endpoint/max_rd_atomic": 16,
+  "transports/rdma/endpoint/max_dest_rd_atomic": 16,
+  "transports/rdma/endpoint/hop_limit": 16,
+  "transports/rdma/endpoint/traffic_class": 0,
+  "transports/rdma/endpoint/service_level": 0,
+  "transports/rdma/endpoint/pkey_index": 0,
+  "transports/rdma/endpoint/max_qp_wr": 256,
+  "transports/rdma/endpoint/max_sge": 4,
+  "transports/rdma/endpoint/max_inline_bytes": 64,
+  "transports/rdma/endpoint/endpoint_store_cap": 65_536,
+  "transports/rdma/device/port": 1,
+  "transports/rdma/device/gid_index": -1,
+  "transports/rdma/device/max_cqe": 4096,
+  "transports/rdma/device/num_cq_list": 6,
+  "transports/rdma/workers/num_workers": 6,
+  "transports/rdma/workers/max_retry_count": 8,
+  "transports/rdma/workers/block_size": 65_536,
+  "transports/rdma/rail_error_threshold": 3,
+  "transports/rdma/rail_error_window_secs": 10,
+  "transports/rdma/rail_cooldown_secs": 30,
+  "transports/tcp/max_retry_count": 3,
+  "transports/tcp/retry_base_delay_ms": 100,
+  "transports/tcp/retry_max_delay_ms": 2000,
+  "transports/tcp/max_concurrent_tasks": 16,
+  "topology/rdma_whitelist": [],
+  "topology/rdma_blacklist": []
+}
+
+/** The key tables, by the package that declares (and reads) them. */
+const tables = {
+  "@tent/rpc": RpcConfig.keys,
+  "@tent/health": RailHealth.keys,
+  "@tent/core": EngineConfig.engineKeys
+} as const
+
+const owners = (key: string) => Object.entries(tables).flatMap(([pkg, table]) => (key in table ? [pkg] : []))
+
+/** Builds `layer` under the engine's provider of `source`; the error is the `ConfigError` of the start. */
+const start = <A, E>(source: EngineConfig.ConfigSource, layer: Layer.Layer<A, E>) =>
+  Layer.build(layer.pipe(Layer.provide(EngineConfig.layerProvider(source)))).pipe(
+    Effect.scoped,
+    Effect.flip,
+    Effect.map(String)
+  )
+
+describe("config keys: each declared once, by the package that reads it", () => {
+  it("every key is in exactly one package's table, rpc/* in @tent/rpc and rail_* in @tent/health", () => {
+    for (const key of Object.keys(EngineConfig.keys)) expect([key, owners(key)]).toEqual([key, [expect.any(String)]])
+    for (const key of Object.keys(RpcConfig.keys)) expect(key).toMatch(/^rpc\//)
+    for (const key of Object.keys(RailHealth.keys)) expect(key).toMatch(/^transports\/rdma\/rail_/)
+    for (const key of Object.keys(EngineConfig.engineKeys)) expect(key).not.toMatch(/^rpc\/|\/rail_/)
+  })
+
+  it("EngineConfig.keys is the union of the tables, each entry the owner's own", () => {
+    const union = Object.values(tables).flatMap((table) => Object.keys(table))
+    expect(Object.keys(EngineConfig.keys).sort()).toEqual(union.sort())
+    for (const table of Object.values(tables)) {
+      for (const [key, spec] of Object.entries(table)) expect(EngineConfig.keys[key as EngineConfig.Key]).toBe(spec)
+    }
+  })
+
+  it("legacy behaviour: every default is unchanged", () => {
+    const defaults = Object.fromEntries(Object.entries(EngineConfig.keys).map(([key, spec]) => [key, spec.default]))
+    expect(defaults).toEqual(defaultsBefore)
+  })
+
+  it.effect("the packages' settings take the defaults of their tables", () =>
+    Effect.gen(function* () {
+      const rails = yield* RailHealth.config.pipe(Effect.withConfigProvider(yield* EngineConfig.provider()))
+      expect(rails).toEqual({ ...RailHealth.defaults })
+      expect(RailHealth.defaults.cooldownSecs).toBe(RailHealth.keys["transports/rdma/rail_cooldown_secs"].default)
+      const rpc = yield* RpcConfig.config.pipe(Effect.withConfigProvider(yield* EngineConfig.provider()))
+      expect(rpc.maxDataBytes).toBe(RpcConfig.keys["rpc/max_data_bytes"].default)
+      expect(rpc.notifyTimeoutMs).toBe(RpcConfig.LIBRARY_DEFAULT_TIMEOUT_MS)
+    })
+  )
+
+  it.effect("a wrong rpc/* value fails at start naming the key, with the message of RpcConfig.keys", () =>
+    Effect.gen(function* () {
+      const range = yield* start({ json: { rpc: { max_data_bytes: 0 } } }, RpcConfig.layerConfig)
+      expect(range).toContain("rpc.max_data_bytes")
+      expect(range).toContain(RpcConfig.keys["rpc/max_data_bytes"].valid.message)
+      const type = yield* start({ json: { "rpc/connect_timeout_ms": "soon" } }, RpcConfig.layerConfig)
+      expect(type).toContain("connect_timeout_ms")
+      expect(type).toContain("Expected an integer")
+      const env = yield* start({ env: { RPC_REQUEST_TIMEOUT_MS: "-2" } }, RpcConfig.layerConfig)
+      expect(env).toContain("request_timeout_ms")
+      const engine = yield* Effect.flip(Layer.build(EngineConfig.layer({ json: { rpc: { notify_timeout_ms: 0 } } })))
+      expect(String(engine)).toContain("notify_timeout_ms")
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect(
+    "a wrong transports/rdma/rail_* value fails at start naming the key, with the message of RailHealth.keys",
+    () =>
+      Effect.gen(function* () {
+        const range = yield* start(
+          { json: { transports: { rdma: { rail_cooldown_secs: 0 } } } },
+          RailHealth.layerConfig
+        )
+        expect(range).toContain("transports.rdma.rail_cooldown_secs")
+        expect(range).toContain(RailHealth.keys["transports/rdma/rail_cooldown_secs"].valid.message)
+        const type = yield* start({ json: { "transports/rdma/rail_error_threshold": true } }, RailHealth.layerConfig)
+        expect(type).toContain("rail_error_threshold")
+        expect(type).toContain("Expected an integer")
+        const env = yield* start({ env: { TRANSPORTS_RDMA_RAIL_ERROR_WINDOW_SECS: "soon" } }, RailHealth.layerConfig)
+        expect(env).toContain("rail_error_window_secs")
+      })
+  )
+})
