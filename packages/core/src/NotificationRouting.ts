@@ -1,26 +1,53 @@
 /**
- * Seam of RFC PR 3 ("RPC fallback"): which notification-capable transports a send tries and in what order, which
- * ones `receiveNotifications` drains, and who installs the control plane's `Notify` callback.
+ * Seam of RFC PR 3 ("RPC fallback"): which senders a notification tries and in what order — decided per
+ * notification — which transports' queues `receiveNotifications` drains, and who installs the control plane's
+ * `Notify` callback.
  *
- * TENT `main` ({@link legacy}): the **first** transport (slot order: RDMA before TCP) whose `supportNotification()`
- * is true, with no fallback to the next one when it fails; only that first transport is drained, so what the TCP
- * transport queued from an incoming `Notify` is never returned while RDMA is installed; only the TCP transport
- * installs the `Notify` callback, and without it the server answers `Notify` with success and drops it. PR 3's Layer
- * falls back on `DeviceNotFound`/`RdmaError` to the next transport and then to the control plane's `Notify`, drains
- * every transport, and sends notifications larger than a notify slot over RPC (`notification/rpc_fallback`).
+ * The engine offers every notification the installed notification-capable transports in TENT's slot order (RDMA,
+ * then TCP) and, always last, the control plane's own `Notify` ({@link NotifySenders.controlPlane}), which exists
+ * even in an engine without the TCP transport.
+ *
+ * TENT `main` ({@link legacy}): the **first** installed transport only, with no fallback when it fails; the control
+ * plane's `Notify` is never used as a transport of its own; only the first transport's queue is drained, so what
+ * arrived by `Notify` is never returned while RDMA is installed; only the TCP transport installs the `Notify`
+ * callback, and without it the server answers `Notify` with success and drops it. PR 3's Layer falls back on
+ * `DeviceNotFound`/`RdmaError` to the next transport and then to the control plane, drains every queue, sends a
+ * notification larger than a notify slot over the control plane directly (`route` sees the notification), and
+ * installs the callback always (`notification/rpc_fallback`).
  *
  * @since 0.1.0
  */
-import { Context, Layer } from "effect"
+import type { Notification } from "@tent/rpc"
+import { Context, type Effect, Layer } from "effect"
 
-/** The routing policy; `T` is the engine's transport handle. The engine evaluates both orders once, when it starts. */
+/** Which transport carries a notification: the RDMA notify QP, the TCP transport, or the control plane's `Notify`. */
+export type SenderKind = "rdma" | "tcp" | "rpc"
+
+/** One way to send a notification to a segment. */
+export interface NotifySender {
+  readonly kind: SenderKind
+  readonly send: (segment: string, n: Notification) => Effect.Effect<void, unknown>
+}
+
+/** What the engine offers a notification: the installed transports in slot order, and the control plane. */
+export interface NotifySenders {
+  /** The installed notification-capable transports, RDMA before TCP. */
+  readonly transports: ReadonlyArray<NotifySender>
+  /** The control plane's `Notify`, always available. */
+  readonly controlPlane: NotifySender
+}
+
+/** The queue a received notification lands in: the transport that carried it (`Notify` lands in `tcp`'s). */
+export type QueueKind = "rdma" | "tcp"
+
+/** The routing policy. */
 export interface NotificationRoutingShape {
-  /** The transports a send tries, in order, from the notification-capable ones in slot order. */
-  readonly sendOrder: <T>(capable: ReadonlyArray<T>) => ReadonlyArray<T>
-  /** Whether a failed send moves on to the next transport of {@link sendOrder}. */
+  /** The senders `n` tries, in order (evaluated per notification; keep it allocation-free on the common path). */
+  readonly route: (n: Notification, senders: NotifySenders) => ReadonlyArray<NotifySender>
+  /** Whether a failed send moves on to the next sender of {@link route}. */
   readonly fallback: (error: unknown) => boolean
-  /** The transports `receiveNotifications` drains. */
-  readonly drainOrder: <T>(capable: ReadonlyArray<T>) => ReadonlyArray<T>
+  /** The queues `receiveNotifications` drains, from the installed transports' queues in slot order. */
+  readonly drainOrder: (installed: ReadonlyArray<QueueKind>) => ReadonlyArray<QueueKind>
   /** `"tcp"`: only the TCP transport installs the `Notify` callback (none installed → dropped); `"engine"`: always. */
   readonly rpcCallback: "tcp" | "engine"
 }
@@ -31,11 +58,20 @@ export class NotificationRouting extends Context.Tag("@tent/core/NotificationRou
   NotificationRoutingShape
 >() {}
 
-/** TENT `main`: first capable transport only, no fallback, drain the first only, TCP installs the callback. */
+const firstOnly = new WeakMap<NotifySenders, ReadonlyArray<NotifySender>>()
+
+/** TENT `main`: first installed transport only, no fallback, drain the first only, TCP installs the callback. */
 export const legacy: NotificationRoutingShape = {
-  sendOrder: (capable) => capable.slice(0, 1),
+  route: (_n, senders) => {
+    let order = firstOnly.get(senders)
+    if (order === undefined) {
+      order = senders.transports.slice(0, 1)
+      firstOnly.set(senders, order)
+    }
+    return order
+  },
   fallback: () => false,
-  drainOrder: (capable) => capable.slice(0, 1),
+  drainOrder: (installed) => installed.slice(0, 1),
   rpcCallback: "tcp"
 }
 

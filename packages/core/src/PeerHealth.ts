@@ -1,6 +1,11 @@
 /**
- * Seam of RFC PR 4 ("remember dead peers"): whether a control-plane call to a peer may be attempted at all, what its
- * outcome teaches, and how long a sender may wait for a free notify send slot.
+ * Seam of RFC PR 4 ("remember dead peers"): a decoration of the engine's control-plane agent — so every
+ * control-plane call (`Bootstrap`, `Notify`, `GetSegmentDesc`, `Probe`, `SendData`, `RecvData`) passes it, from
+ * whichever part of the engine makes it — and how long a sender may wait for a free notify send slot.
+ *
+ * The engine builds one `RpcAgent` (the `RpcAgent` service, undecorated: a prober uses it to reach marked peers) and
+ * calls every peer through `decorate(agent)`. The policy's Layer may itself need `RpcAgent` and fork its prober in
+ * its own scope.
  *
  * TENT `main` ({@link legacy}) has no memory of dead peers: every call to a frozen peer waits its full timeout again
  * (the RFC measured 30.011 s then 30.001 s for two `sendNotification`s), and the wait for a free send slot is
@@ -10,15 +15,13 @@
  *
  * @since 0.1.0
  */
-import type { TransportFailure } from "@tent/rpc"
-import { Context, type Duration, Effect, Layer } from "effect"
+import type { RpcAgent } from "@tent/rpc"
+import { Context, type Duration, Layer } from "effect"
 
 /** The dead-peer policy of the engine's control-plane calls and notify send window. */
 export interface PeerHealthPolicyShape {
-  /** Before a control-plane call to `address`: fail fast with a `TransportFailure`, or let it through. */
-  readonly admit: (address: string) => Effect.Effect<void, TransportFailure>
-  /** After a control-plane call to `address`: its outcome (`undefined` = answered). */
-  readonly record: (address: string, failure: TransportFailure | undefined) => Effect.Effect<void>
+  /** The agent the engine calls peers through, made from the plain one. Legacy: the plain agent itself. */
+  readonly decorate: (agent: RpcAgent.RpcAgentShape) => RpcAgent.RpcAgentShape
   /** The longest wait for a free notify send slot; `undefined` = unbounded. */
   readonly slotWait: Duration.Duration | undefined
 }
@@ -31,8 +34,7 @@ export class PeerHealthPolicy extends Context.Tag("@tent/core/PeerHealthPolicy")
 
 /** TENT `main`: no memory of dead peers, no bound on the slot wait. */
 export const legacy: PeerHealthPolicyShape = {
-  admit: () => Effect.void,
-  record: () => Effect.void,
+  decorate: (agent) => agent,
   slotWait: undefined
 }
 

@@ -1,12 +1,15 @@
 /**
  * Seam of RFC PR 1 ("keep the notify QP published until it is destroyed"): what retiring an endpoint does to its
- * notify QP's entry in the transport's QP-number table, and whether the final destroy waits for the notify QP.
+ * notify QP's entry in the transport's QP-number table, whether the final destroy waits for the notify QP, and what
+ * the notify channel does when a send on it completes with an error that is not a flush.
  *
  * TENT `main` ({@link legacy}): `beginDestroy` unpublishes the notify QP **before** moving the QPs to ERR, so RECV
  * completions that arrived but were not yet polled come back to the notify poller as "unknown QP" and are dropped
  * (counted as `unknownQp`); `finishDestroy` waits only for the data QPs' outstanding work requests, so destroying
- * the notify QP can also discard its unpolled completions. PR 1's Layer keeps the entry until `deconstruct()` and
- * makes destroy wait for the notify QP too.
+ * the notify QP can also discard its unpolled completions; a failed (non-flush) notify completion is logged and
+ * dropped: the channel stays "connected" and the send's window unit leaks (reference §10.1). PR 1's Layer keeps the
+ * entry until `deconstruct()`, makes destroy wait for the notify QP too (its sends in flight and its RECV completions
+ * copied out), and disables the channel on a failed completion, which hands its pending sends to the `Resend` seam.
  *
  * @since 0.1.0
  */
@@ -18,13 +21,23 @@ export interface QpRetirementShape {
   readonly unpublishAtRetire: boolean
   /** `finishDestroy` also waits for the notify QP (its sends in flight). Legacy: false. */
   readonly destroyWaitsForNotifyQp: boolean
+  /**
+   * A notify completion that failed with anything but a flush of a non-READY endpoint: `"log"` counts it
+   * (`notifyErrors`) and leaks its window unit (legacy); `"disable"` frees the unit, disables the channel and hands
+   * what it had pending to the resend queue.
+   */
+  readonly onNotifyError: "log" | "disable"
 }
 
 /** The retirement policy of the RDMA transport. */
 export class QpRetirement extends Context.Tag("@tent/core/QpRetirement")<QpRetirement, QpRetirementShape>() {}
 
-/** TENT `main`: unpublish at retire; destroy does not wait for the notify QP. */
-export const legacy: QpRetirementShape = { unpublishAtRetire: true, destroyWaitsForNotifyQp: false }
+/** TENT `main`: unpublish at retire; destroy does not wait for the notify QP; a failed send is logged and leaks. */
+export const legacy: QpRetirementShape = {
+  unpublishAtRetire: true,
+  destroyWaitsForNotifyQp: false,
+  onNotifyError: "log"
+}
 
 /** {@link legacy} as a Layer. */
 export const layerLegacy: Layer.Layer<QpRetirement> = Layer.succeed(QpRetirement, legacy)

@@ -1,43 +1,40 @@
 /**
  * The `TransferEngine` service, as TENT `main`'s `TransferEngineImpl`: segments, transfers and notifications over
- * the installed transports (RDMA, then TCP, in TENT's slot order), with the control plane serving `Bootstrap`,
- * `Notify`, `GetSegmentDesc` and `Probe` for this engine.
+ * the installed transports (RDMA, then TCP, in TENT's slot order, and the control plane's `Notify`), with the control
+ * plane serving `Bootstrap`, `Notify`, `GetSegmentDesc` and `Probe` for this engine.
  *
- * `TransferEngine.layer` composes everything from a `Verbs` provider, the seven policy seams (`Series.legacy` for
- * TENT `main`) and `RailHealth`; configuration is read from the ambient `ConfigProvider` (see `EngineConfig`).
+ * This file is the composition and the facade. `layer` wires the engine's services, each a Layer of its own: the
+ * control-plane listener (bound first: its address is the segment name), the plain `RpcAgent` and the engine's agent
+ * (the `PeerHealth` seam's decoration of it), the descriptor cache, the local segment, the delivery point, the RDMA
+ * and TCP transports, the resend fiber, the control plane's handlers (served once the transports exist), and
+ * `Diagnostics`. `layerSoft` is an engine on SoftVerbs, ready to use. See the core README for the walk of one
+ * notification through these files.
  *
  * @since 0.1.0
  */
-
 import { RailHealth } from "@tent/health"
-import type { BufferDesc, DeviceDesc, Notification, SegmentDesc } from "@tent/rpc"
-import {
-  BootstrapRejected,
-  ControlPlane,
-  DescriptorCache,
-  type InvalidEntry,
-  type NotificationTooLarge,
-  Registry,
-  RpcAgent,
-  RpcConfig,
-  Server,
-  type TransportFailure
-} from "@tent/rpc"
-import { AccessFlags, type DeviceNotFound, type MemoryRegion, type RdmaError, Verbs } from "@tent/verbs"
-import { Channel, Chunk, Context, Effect, Layer, Scope, Stream } from "effect"
-import { Dedup } from "./Dedup.js"
+import type { InvalidEntry, Notification, NotificationTooLarge, ServerError, TransportFailure } from "@tent/rpc"
+import { type BootstrapRejected, DescriptorCache, Registry, RpcAgent, RpcConfig, Server } from "@tent/rpc"
+import { AccessFlags, type DeviceNotFound, type MemoryRegion, type RdmaError, SoftVerbs, type Verbs } from "@tent/verbs"
+import { Channel, Chunk, Context, Effect, Layer, Queue, Scope, Stream } from "effect"
+import type { ConfigError } from "effect/ConfigError"
+import * as Diagnostics from "./Diagnostics.js"
 import * as EngineConfig from "./EngineConfig.js"
 import { type EndpointUnavailable, NotificationNotSupported, SegmentNotFound } from "./Errors.js"
-import { Signal } from "./internal/Inbox.js"
-import { NotificationRouting } from "./NotificationRouting.js"
-import { NotifyQpParams } from "./NotifyQpParams.js"
+import * as Delivery from "./internal/Delivery.js"
+import * as Handlers from "./internal/Handlers.js"
+import * as LocalSegment from "./internal/LocalSegment.js"
+import * as Resender from "./internal/Resender.js"
+import * as RdmaTransport from "./internal/rdma/RdmaTransport.js"
+import { EngineAgent, EngineIdentity, ResendQueue } from "./internal/Services.js"
+import * as TcpTransport from "./internal/TcpTransport.js"
+import * as Transfers from "./internal/Transfers.js"
+import { NotificationRouting, type NotifySender, type NotifySenders, type QueueKind } from "./NotificationRouting.js"
 import { PeerHealthPolicy } from "./PeerHealth.js"
-import { QpRetirement } from "./QpRetirement.js"
-import * as RdmaTransport from "./RdmaTransport.js"
-import { Resend } from "./Resend.js"
-import type { Policies } from "./Series.js"
-import * as TcpTransport from "./TcpTransport.js"
-import * as Transfers from "./Transfers.js"
+import type { RetiringChannel } from "./Resend.js"
+import * as Series from "./Series.js"
+
+export type { BatchStatus, StatusError, SubmitError, TransferRequest } from "./internal/Transfers.js"
 
 /** TENT `LOCAL_SEGMENT_ID`: the handle of this engine's own segment. */
 export const LOCAL_SEGMENT_ID = 0
@@ -63,9 +60,6 @@ export type SendNotificationError =
   | EndpointUnavailable
   | NotificationNotSupported
   | SegmentNotFound
-
-/** Either transport, as the engine's slot table holds them. */
-export type Transport = RdmaTransport.RdmaTransport | TcpTransport.TcpTransport
 
 /** The operations of the engine. */
 export interface TransferEngineShape {
@@ -101,145 +95,32 @@ export interface TransferEngineShape {
   ) => Effect.Effect<void, SendNotificationError>
   /** Takes the received notifications (TENT `receiveNotification`: the routing policy's transports). */
   readonly receiveNotifications: Effect.Effect<ReadonlyArray<Notification>>
-  /** Received notifications as a stream (the same queue as `receiveNotifications`: each is delivered once). */
+  /** Received notifications as a stream (the same queues as `receiveNotifications`: each is delivered once). */
   readonly notifications: Stream.Stream<Notification>
-  /** The RDMA transport, if installed (inspection and tests). */
-  readonly rdma: RdmaTransport.RdmaTransport | undefined
-  /** The TCP transport, if installed. */
-  readonly tcp: TcpTransport.TcpTransport | undefined
 }
 
 /** The transfer engine. */
 export class TransferEngine extends Context.Tag("@tent/core/TransferEngine")<TransferEngine, TransferEngineShape>() {}
 
-/** The region holding `[addr, addr + length)` and the offset of `addr` in it (the server's `SendData` lookup). */
-const lookupRegion = (
-  regions: ReadonlyArray<{ readonly buffer: Buffer; readonly addr: number }>,
-  addr: number,
-  length: number
-): { readonly buffer: Buffer; readonly offset: number } | undefined => {
-  for (const r of regions)
-    if (addr >= r.addr && addr + length <= r.addr + r.buffer.length) return { buffer: r.buffer, offset: addr - r.addr }
-  return undefined
-}
-
-/** Addresses for memory no device registered (no RDMA): distinct, page-aligned, one free page between regions. */
-let virtualNext = 0x10_0000_0000
-const nextVirtualAddr = (length: number): number => {
-  const addr = virtualNext
-  virtualNext += Math.ceil(length / 4096) * 4096 + 4096
-  return addr
-}
-
-/** Builds the engine in the current scope. */
+/** Builds the facade over the engine's services, in the current scope. */
 export const make = Effect.gen(function* () {
-  const settings = yield* EngineConfig.EngineConfig
-  const rpcSettings = yield* RpcConfig.RpcConfig
-  const verbs = yield* Verbs
-  const retirement = yield* QpRetirement
-  const notifyParams = yield* NotifyQpParams
+  const { segmentName, address } = yield* EngineIdentity
+  const rdma = yield* RdmaTransport.RdmaTransport
+  const tcp = yield* TcpTransport.TcpTransport
+  const cache = yield* DescriptorCache.DescriptorCache
+  const agent = yield* EngineAgent
   const routing = yield* NotificationRouting
-  const peerHealth = yield* PeerHealthPolicy
-  const classifier = yield* DescriptorCache.StaleClassifier
-  const dedup = yield* Dedup
-  const resend = yield* Resend
-  const rails = yield* RailHealth.RailHealth
-
-  const agent = yield* RpcAgent.make.pipe(Effect.provideService(RpcConfig.RpcConfig, rpcSettings))
-  const registry = yield* Registry.makePeer.pipe(Effect.provideService(RpcAgent.RpcAgent, agent))
-  const cache = yield* DescriptorCache.make().pipe(
-    Effect.provideService(Registry.Registry, registry),
-    Effect.provideService(DescriptorCache.StaleClassifier, classifier)
-  )
-
-  // The control plane comes up first (its address is this engine's name); handlers dispatch to the transports once
-  // they exist, and until then refuse a bootstrap as TENT does ("NOT_READY: transport not initialized").
-  const inbound: {
-    bootstrap: RdmaTransport.RdmaTransport["onBootstrap"] | undefined
-    notify: ((n: Notification) => void) | undefined
-    segmentDesc: () => SegmentDesc
-  } = {
-    bootstrap: undefined,
-    notify: undefined,
-    segmentDesc: () => ({ name: "", rpc_server_addr: "", devices: [], buffers: [] })
-  }
-  const handlers = ControlPlane.toLayer({
-    Bootstrap: (desc) =>
-      inbound.bootstrap === undefined
-        ? Effect.fail(new BootstrapRejected({ message: "NOT_READY: transport not initialized" }))
-        : inbound.bootstrap(desc),
-    Notify: (n) =>
-      Effect.sync(() => {
-        inbound.notify?.(n)
-      }),
-    GetSegmentDesc: () => Effect.sync(() => inbound.segmentDesc()),
-    Probe: () => Effect.void
-  })
+  const delivery = yield* Delivery.EngineDelivery
+  const regions = yield* LocalSegment.LocalSegment
   const scope = yield* Effect.scope
-  const handlerContext = yield* Layer.buildWithScope(handlers, scope)
-  // Local segment: memory registered on every device (and served to `SendData` / `RecvData` by the control plane).
-  const regions: Array<{ readonly buffer: Buffer; readonly mrs: ReadonlyArray<MemoryRegion>; readonly addr: number }> =
-    []
-  const server = yield* Server.make({
-    host: settings.rpcServerHostname,
-    port: settings.rpcServerPort,
-    maxNotifyBytes: rpcSettings.maxNotifyBytes,
-    maxDataBytes: rpcSettings.maxDataBytes,
-    memory: { lookup: (addr, length) => lookupRegion(regions, addr, length) }
-  }).pipe(Effect.provide(handlerContext))
-  const segmentName = settings.localSegmentName === "" ? server.address : settings.localSegmentName
 
-  const signal = new Signal()
-  const rdma = settings.rdmaEnable
-    ? yield* RdmaTransport.make({
-        verbs,
-        settings,
-        agent,
-        cache,
-        localServer: segmentName,
-        signal,
-        retirement,
-        notifyParams,
-        peerHealth,
-        dedup,
-        resend
-      })
-    : undefined
-  const tcp = settings.tcpEnable ? TcpTransport.make({ agent, cache, signal, peerHealth }) : undefined
-
-  // TENT slot order: RDMA (1) before TCP (7).
-  const capable: ReadonlyArray<Transport> = [rdma, tcp].filter((t): t is Transport => t !== undefined)
-  if (routing.rpcCallback === "engine" || tcp !== undefined) {
-    const sink = tcp ?? TcpTransport.make({ agent, cache, signal, peerHealth })
-    inbound.notify = sink.onNotify
-  }
-  if (rdma !== undefined) inbound.bootstrap = rdma.onBootstrap
-
-  const deviceDescs: ReadonlyArray<DeviceDesc> = (rdma?.devices ?? []).map((d) => ({
-    name: d.name,
-    lid: 0,
-    gid: d.gidText
-  }))
-  inbound.segmentDesc = () => ({
-    name: segmentName,
-    rpc_server_addr: server.address,
-    devices: deviceDescs,
-    buffers: regions.map(
-      (r): BufferDesc => ({
-        addr: r.addr,
-        length: r.buffer.length,
-        rkey: r.mrs.map((m) => m.rkey),
-        transports: [...(r.mrs.length > 0 ? ["rdma"] : []), ...(tcp !== undefined ? ["tcp"] : [])]
-      })
-    )
-  })
   const access = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ
   const registerSegment = (buffer: Buffer): Effect.Effect<LocalBuffer, RdmaError> =>
     Effect.gen(function* () {
       const mrs: Array<MemoryRegion> = []
       for (const d of rdma?.devices ?? []) mrs.push(yield* Scope.extend(d.pd.regMr(buffer, access), scope))
-      const addr = mrs[0]?.addr ?? nextVirtualAddr(buffer.length)
-      regions.push({ buffer, mrs, addr })
+      const addr = mrs[0]?.addr ?? LocalSegment.nextVirtualAddr(buffer.length)
+      regions.list.push({ buffer, mrs, addr })
       return { addr, length: buffer.length, buffer }
     })
 
@@ -265,40 +146,49 @@ export const make = Effect.gen(function* () {
       : Effect.succeed(name)
   }
 
-  // The routing policy over this engine's transports, evaluated once: the transports do not change after start.
-  const sendOrder = routing.sendOrder(capable)
-  const drainOrder = routing.drainOrder(capable)
+  // What the routing seam chooses from, per notification: the installed transports in slot order (RDMA before TCP),
+  // and the control plane's `Notify`, available to every engine.
+  const senders: NotifySenders = {
+    transports: [
+      ...(rdma === undefined ? [] : [{ kind: "rdma", send: rdma.sendNotification } as const]),
+      ...(tcp === undefined ? [] : [{ kind: "tcp", send: tcp.sendNotification } as const])
+    ],
+    controlPlane: { kind: "rpc", send: (segment, n) => TcpTransport.notifyVia(agent, cache, segment, n) }
+  }
+  const installed: ReadonlyArray<QueueKind> = senders.transports.map((s) => s.kind as QueueKind)
+  const drainOrder = routing.drainOrder(installed)
 
-  const sendVia = (i: number, name: string, n: Notification): Effect.Effect<void, SendNotificationError> => {
-    const t = sendOrder[i]
-    if (t === undefined) return Effect.fail(new NotificationNotSupported({ message: "Notification not supported" }))
-    const attempt = t.sendNotification(name, n) as Effect.Effect<void, SendNotificationError>
-    return i + 1 === sendOrder.length
+  const sendVia = (
+    order: ReadonlyArray<NotifySender>,
+    i: number,
+    name: string,
+    n: Notification
+  ): Effect.Effect<void, SendNotificationError> => {
+    const s = order[i]
+    if (s === undefined) return Effect.fail(new NotificationNotSupported({ message: "Notification not supported" }))
+    const attempt = s.send(name, n) as Effect.Effect<void, SendNotificationError>
+    return i + 1 === order.length
       ? attempt
       : Effect.catchIf(
           attempt,
           (e) => routing.fallback(e),
-          () => sendVia(i + 1, name, n)
+          () => sendVia(order, i + 1, name, n)
         )
   }
-  // A segment given by name goes straight to the first transport (for RDMA: one `Effect.suspend` posting to the
-  // endpoint last used, when it is still READY); a handle is resolved first.
+  // A segment given by name goes straight to its route (for RDMA: one `Effect.suspend` posting to the endpoint last
+  // used, when it is still READY); a handle is resolved first.
   const sendNotification = (segment: SegmentHandle | string, n: Notification) =>
     typeof segment === "string"
-      ? sendVia(0, segment, n)
-      : Effect.flatMap(segmentOf(segment), (name) => sendVia(0, name, n))
+      ? sendVia(routing.route(n, senders), 0, segment, n)
+      : Effect.flatMap(segmentOf(segment), (name) => sendVia(routing.route(n, senders), 0, name, n))
 
-  const drain = (): Array<Notification> => {
-    if (drainOrder.length === 1) return (drainOrder[0] as Transport).inbox.drain()
-    const out: Array<Notification> = []
-    for (const t of drainOrder) if (t.inbox.size > 0) for (const n of t.inbox.drain()) out.push(n)
-    return out
-  }
+  const drain = (): Array<Notification> => delivery.drain(drainOrder)
 
   // One channel step per chunk, run in the consumer's fiber: take what is queued and emit it, or park on this run's
-  // wake-up slot and look again. A notification leaves its inbox only in the step that emits it, so a consumer
+  // wake-up slot and look again. A notification leaves its queue only in the step that emits it, so a consumer
   // interrupted while parked takes nothing with it. (`Channel.repeated` over an effect that drains or waits, with a
   // canceller per wait, cost about a dozen more run-loop steps per chunk.)
+  const signal = delivery.signal
   const notifications: Stream.Stream<Notification> = Stream.fromChannel(
     Channel.suspend(() => {
       const waiter = signal.subscribe()
@@ -316,21 +206,11 @@ export const make = Effect.gen(function* () {
     })
   )
 
-  const transfers = yield* Transfers.make({
-    settings,
-    rdma,
-    rails,
-    segmentOf,
-    resolve: (name) => cache.get(name),
-    refresh: (name) => Effect.zipRight(cache.invalidate(name), cache.get(name)),
-    localRegions: () => regions,
-    tcp,
-    sendNotification: (name, n) => sendNotification(name, n)
-  })
+  const transfers = yield* Transfers.make({ segmentOf, sendNotification: (name, n) => sendNotification(name, n) })
 
   return {
     segmentName,
-    address: server.address,
+    address,
     registerSegment,
     openSegment,
     allocateBatch: transfers.allocateBatch,
@@ -340,18 +220,112 @@ export const make = Effect.gen(function* () {
     freeBatch: transfers.freeBatch,
     sendNotification,
     receiveNotifications: Effect.sync(drain),
-    notifications,
-    rdma,
-    tcp
+    notifications
   } satisfies TransferEngineShape
 })
 
+// ---------------------------------------------------------------------------------------------------------------------
+// Composition
+// ---------------------------------------------------------------------------------------------------------------------
+
+/** The control-plane listener, bound at `rpc_server_hostname:rpc_server_port` with the `rpc/*` limits. */
+const listenerLayer = Layer.scoped(
+  Server.Listener,
+  Effect.gen(function* () {
+    const settings = yield* EngineConfig.EngineConfig
+    const rpc = yield* RpcConfig.RpcConfig
+    return yield* Server.makeListener({
+      host: settings.rpcServerHostname,
+      port: settings.rpcServerPort,
+      maxNotifyBytes: rpc.maxNotifyBytes,
+      maxDataBytes: rpc.maxDataBytes
+    })
+  })
+)
+
+/** Who this engine is: the listener's address, and `local_segment_name` or that address. */
+const identityLayer = Layer.effect(
+  EngineIdentity,
+  Effect.gen(function* () {
+    const settings = yield* EngineConfig.EngineConfig
+    const { address } = yield* Server.Listener
+    return { address, segmentName: settings.localSegmentName === "" ? address : settings.localSegmentName }
+  })
+)
+
+/** The engine's agent: the plain `RpcAgent` as the `PeerHealth` seam decorates it. */
+const engineAgentLayer = Layer.effect(
+  EngineAgent,
+  Effect.zipWith(RpcAgent.RpcAgent, PeerHealthPolicy, (plain, policy) => policy.decorate(plain))
+)
+
+/** The descriptor cache over the peer registry, whose `GetSegmentDesc` calls go through the engine's agent. */
+const cacheLayer = DescriptorCache.layer().pipe(
+  Layer.provide(Registry.layerPeer.pipe(Layer.provide(Layer.effect(RpcAgent.RpcAgent, EngineAgent))))
+)
+
+/** The resend queue and the fiber that drains it. */
+const resendLayer = Layer.scopedDiscard(Resender.start)
+const resendQueueLayer = Layer.effect(ResendQueue, Queue.unbounded<RetiringChannel>())
+
+/** The control plane's handlers, attached to the listener once the transports exist. */
+const serveLayer = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const handlers = yield* Handlers.make
+    const regions = yield* LocalSegment.LocalSegment
+    yield* Server.serve(handlers, {
+      memory: {
+        lookup: (addr, length) => {
+          const got = regions.find(addr, length)
+          return got === undefined ? undefined : { buffer: got.region.buffer, offset: got.offset }
+        }
+      }
+    })
+  })
+)
+
 /**
- * The engine as a Layer: needs a `Verbs` provider, the seven policies (`Series.legacy`) and `RailHealth`; reads its
- * settings (and `rpc/*`) from the ambient `ConfigProvider` — provide `EngineConfig.layerProvider(source)` under it.
+ * The engine and its `Diagnostics` as a Layer: needs a `Verbs` provider, the seven policies (`Series.legacy`) and
+ * `RailHealth`; reads its settings (and `rpc/*`) from the ambient `ConfigProvider` — provide
+ * `EngineConfig.layerProvider(source)` under it.
  */
 export const layer: Layer.Layer<
-  TransferEngine,
-  RdmaError | import("@tent/rpc").ServerError | import("effect/ConfigError").ConfigError,
-  Verbs | Policies | RailHealth.RailHealth
-> = Layer.scoped(TransferEngine, make).pipe(Layer.provide(Layer.merge(EngineConfig.layerConfig, RpcConfig.layerConfig)))
+  TransferEngine | Diagnostics.Diagnostics,
+  RdmaError | ServerError | ConfigError,
+  Verbs | Series.Policies | RailHealth.RailHealth
+> = Layer.scoped(TransferEngine, make).pipe(
+  Layer.merge(Diagnostics.layer),
+  Layer.provideMerge(serveLayer),
+  Layer.provideMerge(resendLayer),
+  Layer.provideMerge(Layer.merge(RdmaTransport.layer, TcpTransport.layer)),
+  Layer.provideMerge(Layer.mergeAll(cacheLayer, Delivery.layer, LocalSegment.layer, resendQueueLayer)),
+  Layer.provideMerge(Layer.merge(engineAgentLayer, identityLayer)),
+  Layer.provideMerge(Layer.merge(RpcAgent.layer, listenerLayer)),
+  Layer.provide(Layer.merge(EngineConfig.layerConfig, RpcConfig.layerConfig))
+)
+
+/**
+ * An engine on SoftVerbs, ready to use: `devices` soft NICs in this process (default two, on 127.0.0.1), TENT
+ * `main`'s policies unless `series` says otherwise, `RailHealth` from config, and the settings from `config` (TENT's
+ * JSON, nested or flat keys, over the environment).
+ */
+export const layerSoft = (
+  options: {
+    readonly config?: unknown
+    readonly devices?: ReadonlyArray<{ readonly name: string; readonly host?: string }>
+    readonly series?: Layer.Layer<Series.Policies>
+  } = {}
+): Layer.Layer<TransferEngine | Diagnostics.Diagnostics, RdmaError | ServerError | ConfigError> =>
+  layer.pipe(
+    Layer.provide(
+      SoftVerbs.layer({
+        devices: (options.devices ?? [{ name: "mlx0" }, { name: "mlx1" }]).map((d) => ({
+          name: d.name,
+          host: d.host ?? "127.0.0.1"
+        }))
+      })
+    ),
+    Layer.provide(options.series ?? Series.legacy),
+    Layer.provide(RailHealth.layerConfig),
+    Layer.provide(EngineConfig.layerProvider({ json: options.config }))
+  )

@@ -7,8 +7,19 @@ import { describe, expect, it } from "@effect/vitest"
 import { type BootstrapDesc, BootstrapRejected, makeNotification, type Notification, TransportFailure } from "@tent/rpc"
 import { SoftVerbs } from "@tent/verbs"
 import { Deferred, Effect, Layer, TestClock } from "effect"
-import { QpRetirement, RdmaEndpoint, type RdmaTransport, TransferEngine } from "../src/index.js"
-import { bareEndpoint, type Deliver, makeHost, openDevice, settings, twoTransports } from "./fixtures/endpoints.js"
+import { QpRetirement, TransferEngine } from "../src/index.js"
+import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
+import * as RdmaEndpoint from "../src/internal/rdma/RdmaEndpoint.js"
+import * as RdmaTransport from "../src/internal/rdma/RdmaTransport.js"
+import {
+  bareEndpoint,
+  type Deliver,
+  makeHost,
+  openDevice,
+  type Side,
+  settings,
+  twoTransports
+} from "./fixtures/endpoints.js"
 import { engineLayer } from "./fixtures/engine.js"
 
 /** Two endpoints on two SoftVerbs devices, `a` (server A) and `b` (server B), connected through `a.connect`. */
@@ -19,8 +30,18 @@ const connectedPair = (retirement: QpRetirement.QpRetirementShape = QpRetirement
     const { verbs } = yield* SoftVerbs.make({ devices: [{ name: "a" }, { name: "b" }] })
     const devA = yield* openDevice(verbs, "a", engine)
     const devB = yield* openDevice(verbs, "b", engine)
-    const a = new RdmaEndpoint.RdmaEndpoint(makeHost(engine, clock, { localServer: "A", retirement }), devA, "B@b", "B")
-    const b = new RdmaEndpoint.RdmaEndpoint(makeHost(engine, clock, { localServer: "B", retirement }), devB, "A@a", "A")
+    const a = new RdmaEndpoint.RdmaEndpoint(
+      makeHost(engine, clock, yield* Effect.scope, { localServer: "A", retirement }),
+      devA,
+      "B@b",
+      "B"
+    )
+    const b = new RdmaEndpoint.RdmaEndpoint(
+      makeHost(engine, clock, yield* Effect.scope, { localServer: "B", retirement }),
+      devB,
+      "A@a",
+      "A"
+    )
     yield* Effect.addFinalizer(() => Effect.zipRight(a.deconstruct, b.deconstruct))
     yield* a.lock.withPermits(1)(a.construct)
     yield* b.lock.withPermits(1)(b.construct)
@@ -54,7 +75,7 @@ const waitUntil = (cond: () => boolean, ms: number) =>
   })
 
 /** Sends one notification each way and waits (at most 5 s) until both arrived. */
-const notifyBothWays = (a: RdmaTransport.RdmaTransport, b: RdmaTransport.RdmaTransport, tag: string) =>
+const notifyBothWays = (a: Side, b: Side, tag: string) =>
   Effect.gen(function* () {
     yield* a.sendNotification("B", makeNotification(`${tag}:A->B`, "x"))
     yield* b.sendNotification("A", makeNotification(`${tag}:B->A`, "y"))
@@ -71,12 +92,12 @@ const notifyBothWays = (a: RdmaTransport.RdmaTransport, b: RdmaTransport.RdmaTra
   })
 
 /** The one endpoint of device `mlx0` of `t`, after checking it is the only one and nothing was retired. */
-const onlyEndpoint = (t: RdmaTransport.RdmaTransport) => {
-  const store = (t.devices[0] as RdmaTransport.RdmaDevice).store
+const onlyEndpoint = (t: RdmaTransport.RdmaTransportShape) => {
+  const store = (t.devices[0] as RdmaDevice).store
   expect(store.size).toBe(1)
   expect(store.waiting.size).toBe(0)
   expect(store.evictions).toBe(0)
-  expect((t.devices[1] as RdmaTransport.RdmaDevice).store.size).toBe(0)
+  expect((t.devices[1] as RdmaDevice).store.size).toBe(0)
   return [...store.active.values()][0] as RdmaEndpoint.RdmaEndpoint
 }
 
@@ -165,7 +186,7 @@ describe("finishDestroy", () => {
       Effect.gen(function* () {
         expect(QpRetirement.legacy.destroyWaitsForNotifyQp).toBe(false)
         const { a } = yield* connectedPair()
-        expect(a.postNotification(makeNotification("n", "pending"))).toBe(0)
+        expect(a.notify.postNotification(makeNotification("n", "pending"))).toBe(0)
         expect(a.pending).toBe(1)
         yield* a.retire
         expect(yield* a.finishDestroy).toBe(true)
@@ -175,17 +196,17 @@ describe("finishDestroy", () => {
 
   it.scoped("a QpRetirement with destroyWaitsForNotifyQp waits for pending notify sends, at most the timeout", () =>
     Effect.gen(function* () {
-      const waits = { unpublishAtRetire: true, destroyWaitsForNotifyQp: true }
+      const waits = { ...QpRetirement.legacy, destroyWaitsForNotifyQp: true }
       const first = yield* connectedPair(waits)
-      expect(first.a.postNotification(makeNotification("n", "pending"))).toBe(0)
+      expect(first.a.notify.postNotification(makeNotification("n", "pending"))).toBe(0)
       yield* first.a.retire
       expect(yield* first.a.finishDestroy).toBe(false)
-      first.a.onSendComplete()
+      first.a.notify.onSendComplete()
       expect(first.a.pending).toBe(0)
       expect(yield* first.a.finishDestroy).toBe(true)
       // A send that never completes holds the destroy back only until the timeout.
       const second = yield* connectedPair(waits)
-      expect(second.a.postNotification(makeNotification("n", "lost"))).toBe(0)
+      expect(second.a.notify.postNotification(makeNotification("n", "lost"))).toBe(0)
       yield* second.a.retire
       yield* TestClock.adjust(RdmaEndpoint.FINISH_DESTROY_TIMEOUT_MS - 1)
       expect(yield* second.a.finishDestroy).toBe(false)
@@ -217,8 +238,8 @@ describe("accept", () => {
     () =>
       Effect.gen(function* () {
         const { A, B } = yield* twoTransports()
-        const devA = A.devices[0] as RdmaTransport.RdmaDevice
-        const devB = B.devices[0] as RdmaTransport.RdmaDevice
+        const devA = A.devices[0] as RdmaDevice
+        const devB = B.devices[0] as RdmaDevice
         const old = yield* A.getEndpoint(devA, { server: "B", address: "B" }, "mlx0")
         const oldPeer = onlyEndpoint(B)
         expectCrosswise(old, oldPeer)
@@ -260,8 +281,8 @@ describe("simultaneous open", () => {
         const { A, B } = yield* twoTransports((_from, _desc, call) => Effect.zipRight(gate, call))
         const [epA, epB] = yield* Effect.all(
           [
-            A.getEndpoint(A.devices[0] as RdmaTransport.RdmaDevice, { server: "B", address: "B" }, "mlx0"),
-            B.getEndpoint(B.devices[0] as RdmaTransport.RdmaDevice, { server: "A", address: "A" }, "mlx0")
+            A.getEndpoint(A.devices[0] as RdmaDevice, { server: "B", address: "B" }, "mlx0"),
+            B.getEndpoint(B.devices[0] as RdmaDevice, { server: "A", address: "A" }, "mlx0")
           ],
           { concurrency: 2 }
         )
@@ -296,8 +317,8 @@ describe("simultaneous open", () => {
         const { A, B } = yield* twoTransports(deliver)
         const [epA, epB] = yield* Effect.all(
           [
-            A.getEndpoint(A.devices[0] as RdmaTransport.RdmaDevice, { server: "B", address: "B" }, "mlx0"),
-            B.getEndpoint(B.devices[0] as RdmaTransport.RdmaDevice, { server: "A", address: "A" }, "mlx0")
+            A.getEndpoint(A.devices[0] as RdmaDevice, { server: "B", address: "B" }, "mlx0"),
+            B.getEndpoint(B.devices[0] as RdmaDevice, { server: "A", address: "A" }, "mlx0")
           ],
           { concurrency: 2 }
         )
@@ -312,12 +333,13 @@ describe("simultaneous open", () => {
     "two engines over the real control plane (127.0.0.1) notify each other at once: one endpoint pair, both ways",
     () =>
       Effect.gen(function* () {
-        const build = Effect.map(
-          Layer.build(engineLayer()),
-          (ctx) => ctx.unsafeMap.get(TransferEngine.TransferEngine.key) as TransferEngine.TransferEngineShape
-        )
-        const e1 = yield* build
-        const e2 = yield* build
+        const build = Effect.map(Layer.build(engineLayer()), (ctx) => ({
+          engine: ctx.unsafeMap.get(TransferEngine.TransferEngine.key) as TransferEngine.TransferEngineShape,
+          // The engine's RDMA transport, an internal service of its Layer.
+          rdma: ctx.unsafeMap.get(RdmaTransport.RdmaTransport.key) as RdmaTransport.RdmaTransportShape
+        }))
+        const { engine: e1, rdma: r1 } = yield* build
+        const { engine: e2, rdma: r2 } = yield* build
         yield* e1.openSegment(e2.segmentName)
         yield* e2.openSegment(e1.segmentName)
         yield* Effect.all(
@@ -327,8 +349,6 @@ describe("simultaneous open", () => {
           ],
           { concurrency: 2 }
         )
-        const r1 = e1.rdma as RdmaTransport.RdmaTransport
-        const r2 = e2.rdma as RdmaTransport.RdmaTransport
         const ep1 = onlyEndpoint(r1)
         const ep2 = onlyEndpoint(r2)
         expectCrosswise(ep1, ep2)

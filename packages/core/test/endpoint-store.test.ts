@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { EndpointStore } from "../src/index.js"
-import type { RdmaEndpoint } from "../src/RdmaEndpoint.js"
+import * as EndpointStore from "../src/internal/EndpointStore.js"
+import type { RdmaEndpoint } from "../src/internal/rdma/RdmaEndpoint.js"
 import { bareEndpoint, makeHost, settings } from "./fixtures/endpoints.js"
 
 const withStore = <A, E>(

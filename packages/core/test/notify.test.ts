@@ -5,7 +5,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { makeNotification, NotificationTooLarge } from "@tent/rpc"
 import { Effect } from "effect"
-import type { TransferEngine } from "../src/index.js"
 import { payload } from "./fixtures/engine.js"
 import type { Peer } from "./fixtures/pair.js"
 import * as Pair from "./fixtures/pair.js"
@@ -19,7 +18,7 @@ interface Check {
 }
 
 const withEngines = <A, E>(
-  body: (engine: TransferEngine.TransferEngineShape, peer: Peer) => Effect.Effect<A, E>,
+  body: (engine: Pair.TestEngine, peer: Peer) => Effect.Effect<A, E>,
   json: unknown = {},
   peerJson: unknown = {}
 ) => Pair.withEngines({ json, peerJson }, body)

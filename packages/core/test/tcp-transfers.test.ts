@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { RpcAgent, RpcConfig, SegmentRangeInvalid, TransportFailure } from "@tent/rpc"
 import { Effect } from "effect"
 import { InvalidRequest } from "../src/Errors.js"
-import { type TransferEngine, Transfers } from "../src/index.js"
+import * as Tasks from "../src/internal/Tasks.js"
 import { payload } from "./fixtures/engine.js"
 import type { Peer } from "./fixtures/pair.js"
 import * as Pair from "./fixtures/pair.js"
@@ -13,10 +13,8 @@ const noRdma = { transports: { rdma: { enable: false } }, rpc: { request_timeout
 const { request, sha } = Pair
 
 /** A peer engine without RDMA, and an engine in this process with `json` config. */
-const withEngines = <A, E>(
-  json: unknown,
-  body: (engine: TransferEngine.TransferEngineShape, peer: Peer) => Effect.Effect<A, E>
-) => Pair.withEngines({ json, peerJson: noRdma }, body)
+const withEngines = <A, E>(json: unknown, body: (engine: Pair.TestEngine, peer: Peer) => Effect.Effect<A, E>) =>
+  Pair.withEngines({ json, peerJson: noRdma }, body)
 
 describe("TCP transfers (two processes)", () => {
   it.live(
@@ -78,7 +76,7 @@ describe("TCP transfers (two processes)", () => {
           const small = yield* request<{ sha: string }>(peer, { cmd: "digest", offset: roff, length: 100 })
           expect(sha(local.subarray(5 * MiB, 5 * MiB + 100))).toBe(small.sha)
           // one SendData / RecvData per slice (64 KiB, the short tail merged)
-          const slices = Transfers.sliceLengths(len, 65536).length + Transfers.sliceLengths(rlen, 65536).length + 1
+          const slices = Tasks.sliceLengths(len, 65536).length + Tasks.sliceLengths(rlen, 65536).length + 1
           expect(slices).toBe(32 + 16 + 1)
           expect(engine.tcp?.counters.dataOk).toBe(slices)
           expect(engine.tcp?.counters.dataFailed).toBe(0)

@@ -1,7 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { SoftVerbs } from "@tent/verbs"
 import { Effect } from "effect"
-import type { TransferEngine } from "../src/index.js"
 import type { Child } from "./fixtures/child.js"
 import type { Peer } from "./fixtures/pair.js"
 import * as Pair from "./fixtures/pair.js"
@@ -10,11 +9,7 @@ const KiB = 1024
 
 const withEngines = <A, E>(
   json: unknown,
-  body: (
-    engine: TransferEngine.TransferEngineShape,
-    peer: Peer,
-    control: SoftVerbs.SoftVerbsControlShape
-  ) => Effect.Effect<A, E>
+  body: (engine: Pair.TestEngine, peer: Peer, control: SoftVerbs.SoftVerbsControlShape) => Effect.Effect<A, E>
 ) =>
   Pair.withEngines({ json }, (engine, peer, ctx) =>
     body(engine, peer, ctx.unsafeMap.get(SoftVerbs.SoftVerbsControl.key) as SoftVerbs.SoftVerbsControlShape)
@@ -22,7 +17,7 @@ const withEngines = <A, E>(
 const { request, sha } = Pair
 
 /** Registers 1 MiB on both sides (the local one patterned) and opens the peer's segment. */
-const setUp = (engine: TransferEngine.TransferEngineShape, peer: Child<{ segment: string }>) =>
+const setUp = (engine: Pair.TestEngine, peer: Child<{ segment: string }>) =>
   Effect.gen(function* () {
     const remote = yield* request<{ addr: number }>(peer, { cmd: "register", size: 1024 * KiB })
     const local = Buffer.alloc(1024 * KiB)
@@ -33,7 +28,7 @@ const setUp = (engine: TransferEngine.TransferEngineShape, peer: Child<{ segment
   })
 
 /** Takes both local ports down and waits (bounded) until the engine has seen it. */
-const portsDown = (engine: TransferEngine.TransferEngineShape, control: SoftVerbs.SoftVerbsControlShape) =>
+const portsDown = (engine: Pair.TestEngine, control: SoftVerbs.SoftVerbsControlShape) =>
   Effect.gen(function* () {
     yield* control.setPortState("mlx0", false)
     yield* control.setPortState("mlx1", false)

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { RailHealth } from "@tent/health"
 import { Effect } from "effect"
-import { type TransferEngine, Transfers } from "../src/index.js"
+import * as Tasks from "../src/internal/Tasks.js"
 import { payload } from "./fixtures/engine.js"
 import type { Peer } from "./fixtures/pair.js"
 import * as Pair from "./fixtures/pair.js"
@@ -9,22 +9,18 @@ import * as Pair from "./fixtures/pair.js"
 const MiB = 1 << 20
 
 const withEngines = <A, E>(
-  body: (
-    engine: TransferEngine.TransferEngineShape,
-    peer: Peer,
-    ctx: import("effect").Context.Context<unknown>
-  ) => Effect.Effect<A, E>,
+  body: (engine: Pair.TestEngine, peer: Peer, ctx: import("effect").Context.Context<unknown>) => Effect.Effect<A, E>,
   json: unknown = {}
 ) => Pair.withEngines({ json }, body)
 const { request, sha } = Pair
 
 describe("slices", () => {
   it("split at block_size, at most 64 per request, a tail under 25 % merged", () => {
-    expect(Transfers.sliceLengths(65536 * 3, 65536)).toEqual([65536, 65536, 65536])
-    expect(Transfers.sliceLengths(65536 * 2 + 100, 65536)).toEqual([65536, 65636])
-    expect(Transfers.sliceLengths(65536 + 20000, 65536)).toEqual([65536, 20000])
-    expect(Transfers.sliceLengths(100, 65536)).toEqual([100])
-    expect(Transfers.sliceLengths(64 * MiB, 65536).length).toBe(64)
+    expect(Tasks.sliceLengths(65536 * 3, 65536)).toEqual([65536, 65536, 65536])
+    expect(Tasks.sliceLengths(65536 * 2 + 100, 65536)).toEqual([65536, 65636])
+    expect(Tasks.sliceLengths(65536 + 20000, 65536)).toEqual([65536, 20000])
+    expect(Tasks.sliceLengths(100, 65536)).toEqual([100])
+    expect(Tasks.sliceLengths(64 * MiB, 65536).length).toBe(64)
   })
 })
 

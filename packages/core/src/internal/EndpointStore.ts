@@ -15,7 +15,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import type { RdmaEndpoint } from "./RdmaEndpoint.js"
+import type { RdmaEndpoint } from "./rdma/RdmaEndpoint.js"
 
 /** Which endpoint an insertion at capacity evicts: SIEVE (TENT's RDMA context) or the oldest (FIFO). */
 export type EvictionPolicy = "sieve" | "fifo"

@@ -1,48 +1,38 @@
 /**
  * `RdmaEndpoint`: one per (local device, peer device), as TENT's `RdmaEndPoint`. It owns `num_lanes` data RC QPs and
- * one notify RC QP with 256 × 64 KiB send slots and 256 × 64 KiB receive slots (receives posted only once the notify
- * QP is connected), at most 256 notify sends in flight.
+ * one notify RC QP with its {@link NotifyChannel} (256 × 64 KiB send and receive slots; receives posted only once the
+ * notify QP is connected; at most 256 sends in flight).
  *
  * States are TENT's: `UNINIT → HANDSHAKING` (construct) `→ READY` (QPs connected) `→ DESTROYING` (retire)
  * `→ DESTROYED` (deconstruct); an endpoint is never reused. `retire`, `finishDestroy` and `deconstruct` may be
  * called from any fiber (the data worker after slice errors, the RPC handler when a peer re-bootstraps, eviction);
- * the endpoint's `lock` plays TENT's `lock_`. The notify send and receive paths are plain synchronous code on the
- * preallocated slots.
+ * the endpoint's `lock` plays TENT's `lock_`. Its QPs and slots live in a scope of their own, a child of the
+ * transport's, closed by `deconstruct`.
  *
  * @since 0.1.0
  */
-import type { BootstrapDesc, Notification } from "@tent/rpc"
+import type { BootstrapDesc } from "@tent/rpc"
 import { BootstrapRejected } from "@tent/rpc"
 import {
-  AccessFlags,
   type CompletionQueue,
-  type MemoryRegion,
-  Mtu,
+  type Mtu,
+  type ProtectionDomain,
   QpAttrMask,
   QpState,
   QpType,
   type QueuePair,
   Rc,
-  type RdmaError,
-  type RecvWr,
-  SendFlags,
-  type SendWr,
-  WrOpcode
+  type RdmaError
 } from "@tent/verbs"
-import { type Clock, Deferred, Duration, Effect, Exit, FiberId, type Scope } from "effect"
-import * as Scope_ from "effect/Scope"
-import type { DedupShape } from "./Dedup.js"
-import type { EndpointParams } from "./EngineConfig.js"
-import { EndpointUnavailable } from "./Errors.js"
-import type { NotifyQpParamsShape } from "./NotifyQpParams.js"
-import type { PeerHealthPolicyShape } from "./PeerHealth.js"
-import type { QpRetirementShape } from "./QpRetirement.js"
-import type { ResendShape } from "./Resend.js"
+import { type Clock, Deferred, Effect, ExecutionStrategy, Exit, FiberId, Scope } from "effect"
+import type { EndpointParams } from "../../EngineConfig.js"
+import { EndpointUnavailable } from "../../Errors.js"
+import type { NotifyQpParamsShape } from "../../NotifyQpParams.js"
+import type { QpRetirementShape } from "../../QpRetirement.js"
+import type { RetiringChannel } from "../../Resend.js"
+import { NOTIFY_SLOTS, NotifyChannel, type NotifyChannelPolicies } from "../NotifyChannel.js"
+import { dataQpParams, nicPath, parseGidText } from "./NicPath.js"
 
-/** TENT's `kNotifyBufferSize`. */
-export const NOTIFY_SLOT_BYTES = 65536
-/** TENT's `kNotifyMaxPendingSends`: slots, the send window and the receive depth. */
-export const NOTIFY_SLOTS = 256
 /** TENT's `kFinishDestroyTimeoutSec`: after this, destroy proceeds with work requests still outstanding. */
 export const FINISH_DESTROY_TIMEOUT_MS = 30_000
 
@@ -52,7 +42,7 @@ export type EndpointStatus = "UNINIT" | "HANDSHAKING" | "READY" | "DESTROYING" |
 /** What an endpoint needs from its device. */
 export interface EndpointDevice {
   readonly name: string
-  readonly pd: import("@tent/verbs").ProtectionDomain
+  readonly pd: ProtectionDomain
   readonly notifyCq: CompletionQueue
   readonly dataCqs: ReadonlyArray<CompletionQueue>
   /** The GID as TENT sends it: 16 bytes `%02x` joined by `:`. */
@@ -70,9 +60,8 @@ export interface EndpointHost {
   readonly numLanes: number
   readonly retirement: QpRetirementShape
   readonly notifyParams: NotifyQpParamsShape
-  readonly peerHealth: PeerHealthPolicyShape
-  readonly dedup: DedupShape
-  readonly resend: ResendShape
+  /** The seams the notify channel consults (framing, pending table, slot wait). */
+  readonly policies: NotifyChannelPolicies
   /** Publish / unpublish the notify QP in the transport's QP-number table. */
   readonly publishNotifyQp: (qpNum: number, ep: RdmaEndpoint) => void
   readonly unpublishNotifyQp: (qpNum: number, ep: RdmaEndpoint) => void
@@ -81,49 +70,13 @@ export interface EndpointHost {
   readonly unregisterDataQp: (qp: QueuePair) => void
   /** Cancels the endpoint's in-flight slices (deconstruct). */
   readonly cancelSlices: (ep: RdmaEndpoint) => void
+  /** Hands a channel that went away with sends pending to the engine's resend queue. */
+  readonly retiring: (channel: RetiringChannel) => void
+  /** The scope endpoints' resources are opened in (a child scope per endpoint). */
+  readonly scope: Scope.Scope
   /** The clock retirement is timed on (the transport's Effect `Clock`, so `TestClock` can move it). */
   readonly clock: Clock.Clock
 }
-
-/** `"<server>@<nic>"` (TENT `MakeNicPath`). */
-export const nicPath = (server: string, nic: string): string => `${server}@${nic}`
-
-/** Splits a NIC path at its last `@`. */
-export const parseNicPath = (path: string): { readonly server: string; readonly nic: string } | undefined => {
-  const at = path.lastIndexOf("@")
-  return at <= 0 || at === path.length - 1 ? undefined : { server: path.slice(0, at), nic: path.slice(at + 1) }
-}
-
-/** A GID as TENT's bootstrap carries it: `"fe:80:…"`, 16 bytes. */
-export const gidText = (gid: Uint8Array): string => Array.from(gid, (b) => b.toString(16).padStart(2, "0")).join(":")
-
-/** Parses {@link gidText}; `undefined` if it is not 16 hex bytes. */
-export const parseGidText = (text: string): Uint8Array | undefined => {
-  const parts = text.split(":")
-  if (parts.length !== 16 || !parts.every((p) => /^[0-9a-fA-F]{2}$/.test(p))) return undefined
-  return Uint8Array.from(parts, (p) => Number.parseInt(p, 16))
-}
-
-/** `path_mtu` bytes → `ibv_mtu`, clamped to the port's active MTU. */
-export const clampMtu = (bytes: number, active: Mtu): Mtu => {
-  const wanted =
-    bytes >= 4096 ? Mtu.MTU_4096 : bytes >= 2048 ? Mtu.MTU_2048 : bytes >= 1024 ? Mtu.MTU_1024 : Mtu.MTU_512
-  return (wanted < active ? wanted : active) as Mtu
-}
-
-/** The data QPs' RC attributes from `EndPointParams`. */
-export const dataQpParams = (p: EndpointParams, device: EndpointDevice): Rc.RcParams => ({
-  pathMtu: clampMtu(p.pathMtu, device.activeMtu),
-  minRnrTimer: p.minRnrTimer,
-  timeout: p.sendTimeout,
-  retryCnt: p.sendRetryCount,
-  rnrRetry: p.sendRnrCount,
-  maxRdAtomic: p.maxRdAtomic,
-  maxDestRdAtomic: p.maxDestRdAtomic,
-  accessFlags: AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ,
-  sgidIndex: device.sgidIndex,
-  hopLimit: p.hopLimit
-})
 
 /** One endpoint: data QPs and a notify QP towards one peer device. */
 export class RdmaEndpoint {
@@ -134,35 +87,12 @@ export class RdmaEndpoint {
   /** Outstanding data work requests per lane (TENT `wr_depth_list_`). */
   readonly wrDepth: Array<number> = []
   peerQpNums: ReadonlyArray<number> = []
-  notifyQp: QueuePair | undefined
-  /** Notify sends posted and not successfully completed (TENT `notify_pending_count_`). */
-  pending = 0
-  /** TENT `notify_send_wr_id_`: slot = counter % 256. */
-  sendCounter = 0
-  /** TENT `notify_connected_`. */
-  connected = false
-  /** The peer's `notify_proto` from its `BootstrapDesc`. */
-  peerNotifyProto = 0
+  /** The notify QP's send and receive rings. */
+  readonly notify: NotifyChannel
   /** When `retire` ran (ms, on the host's clock). */
   destroyStart = 0
-  /** Notifications posted and not completed, oldest first, when the resend policy tracks them. */
-  readonly inFlight: Array<Notification> = []
-  private sendBuf: Buffer | undefined
-  private sendMr: MemoryRegion | undefined
-  private recvBuf: Buffer | undefined
-  private recvMr: MemoryRegion | undefined
   private scope: Scope.CloseableScope | undefined
-  private readonly waiters = new Set<() => void>()
   private connecting: Deferred.Deferred<void, unknown> | undefined
-  private readonly sge = { addr: 0, length: 0, lkey: 0 }
-  private readonly sendWr: SendWr = {
-    wrId: 0,
-    opcode: WrOpcode.SEND,
-    sendFlags: SendFlags.SIGNALED,
-    sgList: [this.sge]
-  }
-  private readonly recvSge = { addr: 0, length: NOTIFY_SLOT_BYTES, lkey: 0 }
-  private readonly recvWr: RecvWr = { wrId: 0, sgList: [this.recvSge] }
 
   constructor(
     readonly host: EndpointHost,
@@ -171,7 +101,9 @@ export class RdmaEndpoint {
     readonly peerNicPath: string,
     /** The peer's segment name (its server part). */
     readonly segment: string
-  ) {}
+  ) {
+    this.notify = new NotifyChannel(host.policies, (message) => this.unavailable(message))
+  }
 
   /** This side's NIC path. */
   get localNicPath(): string {
@@ -180,7 +112,17 @@ export class RdmaEndpoint {
 
   /** The notify QP's number, 0 without one (TENT `notifyQpNum()`). */
   get notifyQpNum(): number {
-    return this.notifyQp?.qpNum ?? 0
+    return this.notify.qpNum
+  }
+
+  /** TENT `notify_connected_`. */
+  get connected(): boolean {
+    return this.notify.connected
+  }
+
+  /** Notify sends posted and not successfully completed. */
+  get pending(): number {
+    return this.notify.pending
   }
 
   /**
@@ -190,50 +132,47 @@ export class RdmaEndpoint {
   readonly construct: Effect.Effect<void, RdmaError> = Effect.suspend(() => {
     if (this.status !== "UNINIT") return Effect.void
     this.status = "HANDSHAKING"
-    const scope = Effect.runSync(Scope_.make())
-    this.scope = scope
-    const p = this.host.params
-    const build = Effect.gen(this, function* () {
-      for (let i = 0; i < this.host.numLanes; i++) {
-        const cq = this.device.dataCqs[i % this.device.dataCqs.length] as CompletionQueue
-        const qp = yield* this.device.pd.createQp({
-          sendCq: cq,
-          recvCq: cq,
-          qpType: QpType.RC,
-          sqSigAll: false,
-          cap: {
-            maxSendWr: p.maxQpWr,
-            maxRecvWr: p.maxQpWr,
-            maxSendSge: p.maxSge,
-            maxRecvSge: p.maxSge,
-            maxInlineData: p.maxInlineBytes
-          }
-        })
-        this.dataQps.push(qp)
-        this.wrDepth.push(0)
-        this.host.registerDataQp(qp, this, i)
-      }
-      const notifyQp = yield* this.device.pd.createQp({
-        sendCq: this.device.notifyCq,
-        recvCq: this.device.notifyCq,
-        qpType: QpType.RC,
-        sqSigAll: true,
-        cap: { maxSendWr: NOTIFY_SLOTS, maxRecvWr: NOTIFY_SLOTS, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
-      })
-      const np = this.notifyParams()
-      yield* notifyQp.modifyQp(
-        { qpState: QpState.INIT, pkeyIndex: p.pkeyIndex, portNum: 1, qpAccessFlags: np.accessFlags },
-        QpAttrMask.STATE | QpAttrMask.PKEY_INDEX | QpAttrMask.PORT | QpAttrMask.ACCESS_FLAGS
-      )
-      this.notifyQp = notifyQp
-      this.sendBuf = Buffer.allocUnsafeSlow(NOTIFY_SLOTS * NOTIFY_SLOT_BYTES)
-      this.sendMr = yield* this.device.pd.regMr(this.sendBuf, AccessFlags.LOCAL_WRITE)
-      this.recvBuf = Buffer.allocUnsafeSlow(NOTIFY_SLOTS * NOTIFY_SLOT_BYTES)
-      this.recvMr = yield* this.device.pd.regMr(this.recvBuf, AccessFlags.LOCAL_WRITE)
-      this.sge.lkey = this.sendMr.lkey
-      this.recvSge.lkey = this.recvMr.lkey
+    return Effect.flatMap(Scope.fork(this.host.scope, ExecutionStrategy.sequential), (scope) => {
+      this.scope = scope
+      return Scope.extend(this.build, scope).pipe(Effect.tapError(() => this.deconstructUnlocked))
     })
-    return Scope_.extend(build, scope).pipe(Effect.tapError(() => this.deconstructUnlocked))
+  })
+
+  private readonly build: Effect.Effect<void, RdmaError, Scope.Scope> = Effect.gen(this, function* () {
+    const p = this.host.params
+    for (let i = 0; i < this.host.numLanes; i++) {
+      const cq = this.device.dataCqs[i % this.device.dataCqs.length] as CompletionQueue
+      const qp = yield* this.device.pd.createQp({
+        sendCq: cq,
+        recvCq: cq,
+        qpType: QpType.RC,
+        sqSigAll: false,
+        cap: {
+          maxSendWr: p.maxQpWr,
+          maxRecvWr: p.maxQpWr,
+          maxSendSge: p.maxSge,
+          maxRecvSge: p.maxSge,
+          maxInlineData: p.maxInlineBytes
+        }
+      })
+      this.dataQps.push(qp)
+      this.wrDepth.push(0)
+      this.host.registerDataQp(qp, this, i)
+    }
+    const notifyQp = yield* this.device.pd.createQp({
+      sendCq: this.device.notifyCq,
+      recvCq: this.device.notifyCq,
+      qpType: QpType.RC,
+      sqSigAll: true,
+      cap: { maxSendWr: NOTIFY_SLOTS, maxRecvWr: NOTIFY_SLOTS, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
+    })
+    const np = this.notifyParams()
+    yield* notifyQp.modifyQp(
+      { qpState: QpState.INIT, pkeyIndex: p.pkeyIndex, portNum: 1, qpAccessFlags: np.accessFlags },
+      QpAttrMask.STATE | QpAttrMask.PKEY_INDEX | QpAttrMask.PORT | QpAttrMask.ACCESS_FLAGS
+    )
+    this.notify.qp = notifyQp
+    yield* this.notify.allocate(this.device.pd)
   })
 
   private notifyParams(): Rc.RcParams {
@@ -250,7 +189,7 @@ export class RdmaEndpoint {
       local_gid: this.device.gidText,
       reply_msg: "",
       notify_qp_num: this.notifyQpNum,
-      notify_proto: this.host.dedup.notifyProto
+      notify_proto: this.host.policies.dedup.notifyProto
     }
   }
 
@@ -273,26 +212,24 @@ export class RdmaEndpoint {
       }
       this.peerQpNums = peer.qp_num
       this.status = "READY"
-      this.peerNotifyProto = peer.notify_proto
-      const notifyQp = this.notifyQp
+      this.notify.peerProto = peer.notify_proto
+      const notifyQp = this.notify.qp
       if (peer.notify_qp_num !== 0 && notifyQp !== undefined) {
         const ok = yield* Effect.either(this.setupNotifyQp(notifyQp, gid, peer.notify_qp_num))
         if (ok._tag === "Right") {
-          this.connected = true
-          for (let i = 0; i < NOTIFY_SLOTS; i++) this.postRecv(i)
+          this.notify.open()
           this.host.publishNotifyQp(notifyQp.qpNum, this)
         } else {
-          this.connected = false
+          this.notify.connected = false
         }
       }
     }).pipe(Effect.tapError(() => Effect.sync(() => this.retireNoLock())))
   }
 
   private setupNotifyQp(qp: QueuePair, gid: Uint8Array, peerQpNum: number): Effect.Effect<void, RdmaError> {
-    const params = this.notifyParams()
     return Effect.zipRight(
       qp.modifyQp({ qpState: QpState.RESET }, QpAttrMask.STATE),
-      Rc.connect(qp, 0, { gid, qpNum: peerQpNum, psn: 0 }, params)
+      Rc.connect(qp, 0, { gid, qpNum: peerQpNum, psn: 0 }, this.notifyParams())
     )
   }
 
@@ -366,88 +303,31 @@ export class RdmaEndpoint {
   }
 
   // -------------------------------------------------------------------------------------------------------------------
-  // Notify path (hot)
+  // Retirement
   // -------------------------------------------------------------------------------------------------------------------
 
-  /** Posts receive slot `index` (TENT `postNotifyRecv`); returns 0 or the errno. */
-  postRecv(index: number): number {
-    const qp = this.notifyQp
-    const mr = this.recvMr
-    if (qp === undefined || mr === undefined) return -1
-    this.recvWr.wrId = index
-    this.recvSge.addr = mr.addr + index * NOTIFY_SLOT_BYTES
-    return qp.postRecv(this.recvWr)
-  }
-
-  /** The receive slots' memory (undefined once deconstructed). */
-  get receiveBuffer(): Buffer | undefined {
-    return this.recvBuf
-  }
-
-  /**
-   * Encodes and posts one notification into the next send slot: the synchronous core of TENT's `sendNotification`.
-   * Returns 0, -1 when it does not fit a slot, -2 when not connected or without a window unit, or the post's errno.
-   */
-  postNotification(n: Notification): number {
-    const qp = this.notifyQp
-    const mr = this.sendMr
-    const buf = this.sendBuf
-    if (!this.connected || qp === undefined || mr === undefined || buf === undefined) return -2
-    if (this.pending >= NOTIFY_SLOTS) return -2
-    const slot = this.sendCounter % NOTIFY_SLOTS
-    const offset = slot * NOTIFY_SLOT_BYTES
-    const len = this.host.dedup.encode(buf, offset, n.name, n.msg, this.peerNotifyProto)
-    if (len < 0) return -1
-    this.sge.addr = mr.addr + offset
-    this.sge.length = len
-    this.sendWr.wrId = this.sendCounter++
-    const rc = qp.postSend(this.sendWr)
-    if (rc !== 0) return rc
-    this.pending++
-    if (this.host.resend.track) this.inFlight.push(n)
-    return 0
-  }
-
-  /**
-   * Waits for a free send slot (TENT: a condition variable without timeout; the `PeerHealth` seam may bound it):
-   * succeeds when a slot is free or the endpoint stopped being connected.
-   */
-  readonly awaitSlot: Effect.Effect<void, EndpointUnavailable> = Effect.suspend(() => {
-    if (!this.connected || this.pending < NOTIFY_SLOTS) return Effect.void
-    const wait = Effect.async<void>((resume) => {
-      const wake = () => {
-        this.waiters.delete(wake)
-        resume(Effect.void)
-      }
-      this.waiters.add(wake)
-      return Effect.sync(() => void this.waiters.delete(wake))
-    })
-    const bound = this.host.peerHealth.slotWait
-    const bounded =
-      bound === undefined
-        ? wait
-        : wait.pipe(
-            Effect.timeoutFail({
-              duration: bound,
-              onTimeout: () => this.unavailable(`no free notify send slot within ${Duration.format(bound)}`)
-            })
-          )
-    return Effect.zipRight(bounded, this.awaitSlot)
-  })
-
-  /** A successful SEND completion on the notify QP (TENT `handleNotifySendComplete`). */
-  onSendComplete(): void {
-    if (this.pending > 0) this.pending--
-    if (this.host.resend.track) this.inFlight.shift()
-    for (const w of this.waiters) {
-      w()
-      break
+  /** Hands what the notify channel had pending to the engine's resend queue. */
+  private handOver(cause: RetiringChannel["cause"]): void {
+    const pending = this.notify.close()
+    if (pending.length > 0) {
+      this.host.retiring({
+        segment: this.segment,
+        localNic: this.device.name,
+        peerNicPath: this.peerNicPath,
+        cause,
+        pending
+      })
     }
   }
 
-  // -------------------------------------------------------------------------------------------------------------------
-  // Retirement
-  // -------------------------------------------------------------------------------------------------------------------
+  /**
+   * A notify send completed with an error that is not a quiet flush, under the `"disable"` reaction of the
+   * `QpRetirement` seam: the failed send's unit is freed and the channel disabled; the endpoint stays READY for data.
+   */
+  disableNotify(): void {
+    if (this.notify.pending > 0) this.notify.pending--
+    this.handOver("disable")
+  }
 
   /**
    * TENT `beginDestroyNoLock`: READY/HANDSHAKING → DESTROYING. Under the legacy `QpRetirement` the notify QP is
@@ -460,25 +340,14 @@ export class RdmaEndpoint {
     const previous = this.status
     this.status = "DESTROYING"
     this.destroyStart = this.host.clock.unsafeCurrentTimeMillis()
-    const notifyQp = this.notifyQp
+    const notifyQp = this.notify.qp
     if (notifyQp !== undefined && this.host.retirement.unpublishAtRetire) {
       this.host.unpublishNotifyQp(notifyQp.qpNum, this)
     }
-    this.connected = false
-    for (const w of Array.from(this.waiters)) w()
+    this.handOver("retire")
     if (previous === "READY") {
       for (const qp of this.dataQps) toErr(qp)
       if (notifyQp !== undefined) toErr(notifyQp)
-    }
-    if (this.inFlight.length > 0) {
-      Effect.runFork(
-        this.host.resend.onRetire({
-          segment: this.segment,
-          localNic: this.device.name,
-          peerNicPath: this.peerNicPath,
-          pending: this.inFlight.splice(0)
-        })
-      )
     }
   }
 
@@ -496,7 +365,7 @@ export class RdmaEndpoint {
     if (this.status !== "DESTROYING") return Effect.succeed(false)
     const young = this.host.clock.unsafeCurrentTimeMillis() - this.destroyStart < FINISH_DESTROY_TIMEOUT_MS
     if (young && this.wrDepth.some((d) => d > 0)) return Effect.succeed(false)
-    if (young && this.host.retirement.destroyWaitsForNotifyQp && this.pending > 0) return Effect.succeed(false)
+    if (young && this.host.retirement.destroyWaitsForNotifyQp && this.notify.pending > 0) return Effect.succeed(false)
     return this.lock.withPermits(1)(Effect.as(this.deconstructUnlocked, true))
   })
 
@@ -514,23 +383,20 @@ export class RdmaEndpoint {
     if (this.status === "DESTROYED") return Effect.void
     this.host.cancelSlices(this)
     this.peerQpNums = []
-    const notifyQp = this.notifyQp
+    const notifyQp = this.notify.qp
     if (notifyQp !== undefined) this.host.unpublishNotifyQp(notifyQp.qpNum, this)
     for (const qp of this.dataQps) this.host.unregisterDataQp(qp)
-    this.connected = false
+    this.notify.release()
     this.status = "DESTROYED"
     const scope = this.scope
     this.scope = undefined
-    this.notifyQp = undefined
-    this.sendMr = undefined
-    this.recvMr = undefined
-    this.sendBuf = undefined
-    this.recvBuf = undefined
-    return scope === undefined ? Effect.void : Scope_.close(scope, Exit.void)
+    return scope === undefined ? Effect.void : Scope.close(scope, Exit.void)
   })
 }
 
+/** Moves `qp` to ERR (its outstanding work flushes), unless it is there or in RESET already. */
 const toErr = (qp: QueuePair): void => {
   if (qp.state === QpState.ERR || qp.state === QpState.RESET) return
+  // A QP's modify is synchronous in both providers; the Effect is run where retirement runs (any fiber, under lock).
   Effect.runSync(Effect.ignore(qp.modifyQp({ qpState: QpState.ERR }, QpAttrMask.STATE)))
 }

@@ -1,0 +1,106 @@
+/**
+ * `Diagnostics`: what tools and fault-injection harnesses (`tent probe`, the two-process tests) read and do inside a
+ * running engine, kept off the `TransferEngine` facade: the notify path's counters, the endpoints, and the faults the
+ * RFC's scenarios inject from inside the process — holding the notify poller between passes, retiring endpoints from
+ * a foreign fiber, disabling a notify channel. Provided by `TransferEngine.layer` beside the engine.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer } from "effect"
+import { RdmaTransport } from "./internal/rdma/RdmaTransport.js"
+import { TcpTransport } from "./internal/TcpTransport.js"
+
+/** One endpoint, as tools show it. */
+export interface EndpointInfo {
+  readonly localNic: string
+  readonly peerNicPath: string
+  readonly status: string
+  readonly notifyQpNum: number
+  readonly dataQpNums: ReadonlyArray<number>
+  /** Notify sends posted and not completed. */
+  readonly pending: number
+  readonly connected: boolean
+}
+
+/** What the notify paths counted (RDMA: the notify poller's; TCP: the transport's). */
+export interface Counters {
+  readonly rdma?:
+    | {
+        readonly received: number
+        readonly unknownQp: number
+        readonly malformed: number
+        readonly duplicates: number
+        readonly flushed: number
+        readonly notifyErrors: number
+        readonly sent: number
+      }
+    | undefined
+  readonly tcp?:
+    | { readonly sent: number; readonly received: number; readonly dataOk: number; readonly dataFailed: number }
+    | undefined
+}
+
+/** Inspection and in-process fault injection. */
+export interface DiagnosticsShape {
+  /** Whether the RDMA and TCP transports are installed. */
+  readonly installed: { readonly rdma: boolean; readonly tcp: boolean }
+  /** Live counters (the same objects the paths increment). */
+  readonly counters: Counters
+  /** The RDMA devices and whether each one's port is up. */
+  readonly devices: Effect.Effect<ReadonlyArray<{ readonly name: string; readonly enabled: boolean }>>
+  /** Every RDMA endpoint. */
+  readonly endpoints: Effect.Effect<ReadonlyArray<EndpointInfo>>
+  /** Stops (or resumes) the notify poller between passes, to hold completions unpolled. */
+  readonly pauseNotifyPoller: (paused: boolean) => Effect.Effect<void>
+  /** Retires the endpoint from `localNic` to `peerNicPath` from the calling fiber (TENT `resetConnection`). */
+  readonly retire: (localNic: string, peerNicPath: string) => Effect.Effect<boolean>
+  /** Disables the notify channels towards `segment` as TENT's `notify_connected_ = false` does; returns how many. */
+  readonly disableNotify: (segment: string) => Effect.Effect<number>
+}
+
+/** The engine's diagnostics. */
+export class Diagnostics extends Context.Tag("@tent/core/Diagnostics")<Diagnostics, DiagnosticsShape>() {}
+
+/** Diagnostics over the engine's transports. */
+export const make = Effect.gen(function* () {
+  const rdma = yield* RdmaTransport
+  const tcp = yield* TcpTransport
+  const all = () => (rdma?.devices ?? []).flatMap((d) => Array.from(d.store.active.values(), (ep) => ({ d, ep })))
+  return {
+    installed: { rdma: rdma !== undefined, tcp: tcp !== undefined },
+    counters: { rdma: rdma?.counters, tcp: tcp?.counters },
+    devices: Effect.sync(() => (rdma?.devices ?? []).map((d) => ({ name: d.name, enabled: d.enabled }))),
+    endpoints: Effect.sync(() =>
+      all().map(({ d, ep }) => ({
+        localNic: d.name,
+        peerNicPath: ep.peerNicPath,
+        status: ep.status,
+        notifyQpNum: ep.notifyQpNum,
+        dataQpNums: ep.dataQps.map((q) => q.qpNum),
+        pending: ep.pending,
+        connected: ep.connected
+      }))
+    ),
+    pauseNotifyPoller: (paused) => Effect.sync(() => rdma?.poller.pause(paused)),
+    retire: (localNic, peerNicPath) =>
+      Effect.suspend(() => {
+        const ep = rdma?.devices.find((d) => d.name === localNic)?.store.active.get(peerNicPath)
+        return rdma === undefined || ep === undefined
+          ? Effect.succeed(false)
+          : Effect.as(rdma.resetConnection(ep), true)
+      }),
+    disableNotify: (segment) =>
+      Effect.sync(() => {
+        let n = 0
+        for (const { ep } of all()) {
+          if (ep.segment !== segment) continue
+          ep.notify.connected = false
+          n++
+        }
+        return n
+      })
+  } satisfies DiagnosticsShape
+})
+
+/** Diagnostics as a Layer over the engine's transports. */
+export const layer = Layer.effect(Diagnostics, make)

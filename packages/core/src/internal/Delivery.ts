@@ -1,0 +1,151 @@
+/**
+ * The engine's one delivery point: every transport's notifications arrive here — the RDMA notify poller's decoded
+ * frames, the control plane's `Notify` (queued as the TCP transport's, as TENT's `TcpTransport` does) — with the
+ * sender's identity and the stamp the frame or request carried. Each passes the `Dedup` seam's admission once, then
+ * lands in the queue of the transport that carried it (TENT's `notify_list_` per transport, which the
+ * `NotificationRouting` seam's `drainOrder` chooses from), and the consumers waiting on the engine's stream wake.
+ *
+ * Plain synchronous code, called where the completion or the request is handled.
+ */
+import type { Notification } from "@tent/rpc"
+import { Context, Effect, Layer } from "effect"
+import { type DecodedFrame, Dedup, type DedupShape, type Stamp } from "../Dedup.js"
+import type { QueueKind } from "../NotificationRouting.js"
+
+type Resume = (effect: Effect.Effect<void>) => void
+
+/**
+ * One consumer's wake-up slot, from {@link Signal.subscribe}: it holds at most one parked fiber, so a wait that was
+ * interrupted leaves nothing behind but a resume the next wait overwrites (the fiber ignores a second resume).
+ */
+export class Waiter {
+  /** The parked fiber's resume, if one is waiting. */
+  resume: Resume | undefined = undefined
+  /** The signal's version when the consumer last looked at the queues. */
+  seen = 0
+  /** Parks the calling fiber until the signal's version moves past `seen`. */
+  readonly wait: Effect.Effect<void>
+
+  constructor(readonly signal: Signal) {
+    // No canceller: with one, `Effect.async` wraps the wait in an interruption handler, several more run-loop steps
+    // per wake-up on the notification path.
+    this.wait = Effect.async<void>((resume) => {
+      if (signal.current !== this.seen) resume(Effect.void)
+      else this.resume = resume
+    })
+  }
+
+  /** Stops receiving wake-ups (the consumer is done). */
+  close(): void {
+    this.resume = undefined
+    this.signal.unsubscribe(this)
+  }
+}
+
+/**
+ * Wakes every subscribed consumer on `notify()`; a consumer that waits after a `notify()` it has not seen returns at
+ * once.
+ */
+export class Signal {
+  /** Replaced, never mutated, on (un)subscribe: `notify` may iterate it while a consumer it wakes unsubscribes. */
+  private waiters: ReadonlyArray<Waiter> = []
+  private version = 0
+
+  notify(): void {
+    this.version++
+    const ws = this.waiters
+    for (let i = 0; i < ws.length; i++) {
+      const w = ws[i] as Waiter
+      const resume = w.resume
+      if (resume !== undefined) {
+        w.resume = undefined
+        resume(Effect.void)
+      }
+    }
+  }
+
+  /** The current version, to compare with a {@link Waiter}'s `seen`. */
+  get current(): number {
+    return this.version
+  }
+
+  /** A wake-up slot for one consumer; {@link Waiter.close} it when the consumer ends. */
+  subscribe(): Waiter {
+    const w = new Waiter(this)
+    this.waiters = [...this.waiters, w]
+    return w
+  }
+
+  /** Removes `w` (see {@link Waiter.close}). */
+  unsubscribe(w: Waiter): void {
+    this.waiters = this.waiters.filter((x) => x !== w)
+  }
+}
+
+/** Received notifications of one transport (TENT `notify_list_` under `notify_mutex_`). */
+export class Inbox {
+  private list: Array<Notification> = []
+
+  push(n: Notification): void {
+    this.list.push(n)
+  }
+
+  /** Takes everything queued (TENT `receiveNotification`); the returned array is the caller's. */
+  drain(): Array<Notification> {
+    if (this.list.length === 0) return []
+    const out = this.list
+    this.list = []
+    return out
+  }
+
+  get size(): number {
+    return this.list.length
+  }
+}
+
+/** The delivery point. */
+export class Delivery {
+  /** Wakes the consumers of the engine's notification stream. */
+  readonly signal = new Signal()
+  /** One queue per transport. */
+  readonly queues: Readonly<Record<QueueKind, Inbox>> = { rdma: new Inbox(), tcp: new Inbox() }
+
+  constructor(private readonly dedup: DedupShape) {}
+
+  /** A notification carried by `via`, from `sender`; false when admission refused it (a duplicate). */
+  deliver(via: QueueKind, sender: string, n: Notification, stamp?: Stamp | undefined): boolean {
+    if (!this.dedup.admit(sender, stamp)) return false
+    this.queues[via].push(n)
+    this.signal.notify()
+    return true
+  }
+
+  /** A decoded frame in `buf` (copied out here, before its slot is reposted); false when refused. */
+  fromFrame(via: QueueKind, sender: string, buf: Buffer, frame: DecodedFrame): boolean {
+    const stamp = frame.stamped ? { session: frame.session, seq: frame.seq } : undefined
+    if (!this.dedup.admit(sender, stamp)) return false
+    this.queues[via].push({
+      name: new Uint8Array(buf.subarray(frame.nameStart, frame.nameEnd)),
+      msg: new Uint8Array(buf.subarray(frame.msgStart, frame.msgEnd))
+    })
+    this.signal.notify()
+    return true
+  }
+
+  /** Takes what the queues `order` hold, in that order. */
+  drain(order: ReadonlyArray<QueueKind>): Array<Notification> {
+    if (order.length === 1) return this.queues[order[0] as QueueKind].drain()
+    const out: Array<Notification> = []
+    for (const k of order) if (this.queues[k].size > 0) for (const n of this.queues[k].drain()) out.push(n)
+    return out
+  }
+}
+
+/** The engine's delivery point as a service. */
+export class EngineDelivery extends Context.Tag("@tent/core/internal/Delivery")<EngineDelivery, Delivery>() {}
+
+/** The delivery point, admitting through the `Dedup` seam. */
+export const layer: Layer.Layer<EngineDelivery, never, Dedup> = Layer.effect(
+  EngineDelivery,
+  Effect.map(Dedup, (dedup) => new Delivery(dedup))
+)

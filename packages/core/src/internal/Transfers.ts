@@ -1,0 +1,318 @@
+/**
+ * Transfers as TENT `main` runs them (`transfer_engine_impl.cpp`): batches of tasks, one task per request, split into
+ * slices (`block_size`, at most 64 per request, a tail under 25 % of a slice merged into the one before) and carried
+ * by the transport TENT's rule picks for the target buffer, through that transport's `submit` (`rdma/Workers.ts`,
+ * `TcpTransport.ts`).
+ *
+ * Transport per request, TENT's `resolveTransport`: the candidates are the target buffer's `transports` list (its
+ * registration order, RDMA before TCP; a descriptor without the list offers both) filtered to those this engine has
+ * installed, and a task uses candidate number `priority` (0 at submit). Cross-transport failover, TENT's
+ * `resubmitTransferTask`: when `getTransferStatus` sees a FAILED task and `enable_auto_failover_on_poll` is on, the
+ * task is resubmitted whole on the next candidate (e.g. RDMA → TCP), at most `max_failover_attempts` times, and is
+ * PENDING again; slices of the attempt it abandoned no longer count. Without a next candidate it stays FAILED.
+ *
+ * Transfer-bound notifications are TENT's submit hooks: recorded with the batch, fired once every task of the batch
+ * completed, to each distinct target, under the engine-wide progress lock (TENT `progress_mutex_`), from
+ * `getTransferStatus` or the progress fiber; a failed batch never notifies; a failed hook is retried on the next
+ * poll.
+ */
+
+import type { RailHealth } from "@tent/health"
+import type { BufferDesc, InvalidEntry, Notification, SegmentDesc, TransportFailure } from "@tent/rpc"
+import { DescriptorCache } from "@tent/rpc"
+import { Clock, Effect, type Scope } from "effect"
+import { EngineConfig } from "../EngineConfig.js"
+import { BatchNotFound, InvalidRequest, type SegmentNotFound } from "../Errors.js"
+import type { LocalSegment } from "./LocalSegment.js"
+import { RdmaTransport } from "./rdma/RdmaTransport.js"
+import * as Workers from "./rdma/Workers.js"
+import {
+  type SliceTransport,
+  sliceLengths,
+  type Task,
+  TaskBoard,
+  type TaskError,
+  type TransferRequest,
+  type TransportKind
+} from "./Tasks.js"
+import { TcpTransport } from "./TcpTransport.js"
+
+export type { TaskError, TransferRequest, TransportKind } from "./Tasks.js"
+
+/** A batch's state (TENT `TransferStatusEnum`, the subset the engine reports). */
+export interface BatchStatus {
+  readonly status: "PENDING" | "COMPLETED" | "FAILED"
+  readonly tasks: number
+  readonly completedTasks: number
+  readonly failedTasks: number
+  readonly transferredBytes: number
+  /** Why the batch FAILED (the first failed task's error); absent otherwise. */
+  readonly error?: TaskError | undefined
+}
+
+/** Errors of `submitTransfer`. */
+export type SubmitError = BatchNotFound | InvalidRequest | SegmentNotFound | InvalidEntry | TransportFailure
+/** Errors of `getTransferStatus`. */
+export type StatusError = BatchNotFound
+
+interface Hook {
+  readonly start: number
+  readonly end: number
+  readonly notification: Notification
+  readonly targets: ReadonlyArray<string>
+  fired: boolean
+}
+
+interface Batch {
+  readonly tasks: Array<Task>
+  readonly hooks: Array<Hook>
+}
+
+/** What the transfer path needs from the engine facade. */
+export interface TransfersDeps {
+  readonly segmentOf: (segment: number | string) => Effect.Effect<string, SegmentNotFound>
+  readonly sendNotification: (segment: string, n: Notification) => Effect.Effect<void, unknown>
+}
+
+/** The transports a target buffer offers, in TENT's order; a descriptor without the list offers both. */
+export const bufferTransports = (b: BufferDesc): ReadonlyArray<TransportKind> =>
+  (b.transports ?? ["rdma", "tcp"]).filter((t): t is TransportKind => t === "rdma" || t === "tcp")
+
+/** The transfer operations of the engine facade. */
+export interface TransfersShape {
+  readonly allocateBatch: Effect.Effect<number>
+  readonly submitTransfer: (
+    batchId: number,
+    requests: ReadonlyArray<TransferRequest>,
+    notification?: Notification
+  ) => Effect.Effect<void, SubmitError>
+  readonly getTransferStatus: (batchId: number) => Effect.Effect<BatchStatus, StatusError>
+  readonly waitTransfer: (batchId: number, timeoutMs?: number) => Effect.Effect<BatchStatus, StatusError>
+  readonly freeBatch: (batchId: number) => Effect.Effect<void>
+}
+
+/** The transfer path: batches, submission, status, failover on poll, submit hooks. */
+export const make = (
+  deps: TransfersDeps
+): Effect.Effect<
+  TransfersShape,
+  never,
+  | Scope.Scope
+  | EngineConfig
+  | DescriptorCache.DescriptorCache
+  | RdmaTransport
+  | TcpTransport
+  | RailHealth.RailHealth
+  | LocalSegment
+> =>
+  Effect.gen(function* () {
+    const settings = yield* EngineConfig
+    const cache = yield* DescriptorCache.DescriptorCache
+    const rdma = yield* RdmaTransport
+    const tcp = yield* TcpTransport
+    const board = new TaskBoard()
+    const completed = board.completed
+    const carriers: Record<TransportKind, SliceTransport | undefined> = {
+      rdma: rdma === undefined || rdma.devices.length === 0 ? undefined : yield* Workers.make(rdma, board),
+      tcp: tcp === undefined ? undefined : yield* tcp.slices(board)
+    }
+    const batches = new Map<number, Batch>()
+    let nextBatch = 1
+    const progressLock = yield* Effect.makeSemaphore(1)
+
+    /** TENT `resolveTransport`'s candidates: the buffer's transports that this engine can use towards `desc`. */
+    const candidatesOf = (desc: SegmentDesc, buf: BufferDesc): Array<TransportKind> =>
+      bufferTransports(buf).filter((t) =>
+        t === "rdma"
+          ? carriers.rdma !== undefined && desc.devices.length > 0
+          : carriers.tcp !== undefined && desc.rpc_server_addr !== ""
+      )
+
+    /** The task's slices on its current transport (TENT `submitTransferTasks`), or why it cannot be carried by it. */
+    const slicesOf = (task: Task): (() => void) | string => {
+      const lengths = sliceLengths(task.plan.req.length, settings.workers.blockSize)
+      task.slices = lengths.length
+      const via = task.plan.candidates[task.priority]
+      const transport = via === undefined ? undefined : carriers[via]
+      if (transport === undefined) return "All available transports are failed"
+      return transport.submit(task, lengths)
+    }
+
+    /** TENT `resubmitTransferTask`: the next candidate transport for a FAILED task; false if there is none. */
+    const failover = (task: Task): boolean => {
+      if (task.failovers >= settings.maxFailoverAttempts) return false
+      if (task.priority + 1 >= task.plan.candidates.length) return false
+      task.failovers++
+      task.priority++
+      task.attempt++
+      task.done = 0
+      task.bytes = 0
+      task.failed = false
+      const previous = task.error
+      task.error = undefined
+      const s = slicesOf(task)
+      if (typeof s === "string") {
+        task.failed = true
+        task.error = previous
+        return false
+      }
+      s()
+      return true
+    }
+
+    const submitTransfer = (
+      batchId: number,
+      requests: ReadonlyArray<TransferRequest>,
+      notification?: Notification
+    ): Effect.Effect<void, SubmitError> =>
+      Effect.gen(function* () {
+        const batch = batches.get(batchId)
+        if (batch === undefined) return yield* new BatchNotFound({ batchId })
+        if (carriers.rdma === undefined && carriers.tcp === undefined) {
+          return yield* new InvalidRequest({ message: "no RDMA transport installed for transfers" })
+        }
+        const start = batch.tasks.length
+        const targets = new Set<string>()
+        const tasks: Array<Task> = []
+        const work: Array<() => void> = []
+        for (const req of requests) {
+          const name = yield* deps.segmentOf(req.target)
+          const inside = (d: SegmentDesc) =>
+            d.buffers.find((b) => req.targetOffset >= b.addr && req.targetOffset + req.length <= b.addr + b.length)
+          let desc = yield* cache.get(name)
+          if (inside(desc) === undefined) desc = yield* Effect.zipRight(cache.invalidate(name), cache.get(name))
+          targets.add(name)
+          if (!Number.isInteger(req.length) || req.length <= 0) {
+            return yield* new InvalidRequest({ message: `length must be a positive integer, got ${req.length}` })
+          }
+          const buf = inside(desc)
+          if (buf === undefined) {
+            return yield* new InvalidRequest({
+              message: `target [${req.targetOffset}, +${req.length}) is not in a buffer of segment ${name}`
+            })
+          }
+          const candidates = candidatesOf(desc, buf)
+          if (candidates.length === 0) {
+            return yield* new InvalidRequest({
+              message: `no installed transport reaches [${req.targetOffset}, +${req.length}) of segment ${name}`
+            })
+          }
+          const task: Task = {
+            plan: { req, desc, buf, candidates },
+            slices: 0,
+            done: 0,
+            failed: false,
+            bytes: 0,
+            priority: 0,
+            failovers: 0,
+            attempt: 0
+          }
+          const s = slicesOf(task)
+          if (typeof s === "string") return yield* new InvalidRequest({ message: s })
+          tasks.push(task)
+          work.push(s)
+        }
+        for (const t of tasks) batch.tasks.push(t)
+        for (const w of work) w()
+        if (notification !== undefined) {
+          batch.hooks.push({ start, end: batch.tasks.length, notification, targets: Array.from(targets), fired: false })
+        }
+      })
+
+    // -----------------------------------------------------------------------------------------------------------------
+    // Status, failover on poll, submit hooks
+    // -----------------------------------------------------------------------------------------------------------------
+
+    const statusOf = (batch: Batch): BatchStatus => {
+      let completedTasks = 0
+      let failedTasks = 0
+      let bytes = 0
+      let error: TaskError | undefined
+      for (const t of batch.tasks) {
+        if (t.failed && error === undefined) error = t.error
+        if (t.failed) failedTasks++
+        else if (t.done === t.slices) completedTasks++
+        bytes += t.bytes
+      }
+      const status =
+        failedTasks > 0
+          ? "FAILED"
+          : completedTasks === batch.tasks.length && batch.tasks.length > 0
+            ? "COMPLETED"
+            : "PENDING"
+      const s: BatchStatus = { status, tasks: batch.tasks.length, completedTasks, failedTasks, transferredBytes: bytes }
+      return error === undefined ? s : { ...s, error }
+    }
+
+    /** TENT `maybeFireSubmitHooks`, caller holds the progress lock. */
+    const fireHooks = (batch: Batch): Effect.Effect<void> =>
+      Effect.forEach(
+        batch.hooks.filter((h) => !h.fired),
+        (hook) =>
+          Effect.gen(function* () {
+            for (const target of hook.targets) {
+              const r = yield* Effect.either(deps.sendNotification(target, hook.notification))
+              if (r._tag === "Left") return
+            }
+            hook.fired = true
+          }),
+        { discard: true }
+      )
+
+    const progress = (batch: Batch, allowFailover: boolean): Effect.Effect<BatchStatus> =>
+      progressLock.withPermits(1)(
+        Effect.suspend(() => {
+          if (allowFailover) for (const t of batch.tasks) if (t.failed) failover(t)
+          const s = statusOf(batch)
+          return s.status === "COMPLETED" && batch.hooks.some((h) => !h.fired)
+            ? Effect.as(fireHooks(batch), s)
+            : Effect.succeed(s)
+        })
+      )
+
+    const getTransferStatus = (batchId: number): Effect.Effect<BatchStatus, StatusError> =>
+      Effect.suspend(() => {
+        const batch = batches.get(batchId)
+        return batch === undefined
+          ? Effect.fail(new BatchNotFound({ batchId }))
+          : progress(batch, settings.autoFailoverOnPoll)
+      })
+
+    // The progress fiber (TENT's optional ProgressWorker): fires hooks of batches that completed.
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Effect.gen(function* () {
+          const seen = completed.current
+          for (const batch of batches.values()) {
+            if (batch.hooks.some((h) => !h.fired) && statusOf(batch).status === "COMPLETED")
+              yield* progress(batch, false)
+          }
+          yield* completed.wait(seen)
+        })
+      )
+    )
+
+    const waitTransfer = (batchId: number, timeoutMs = 60_000): Effect.Effect<BatchStatus, StatusError> =>
+      Effect.gen(function* () {
+        const deadline = (yield* Clock.currentTimeMillis) + timeoutMs
+        for (;;) {
+          const seen = completed.current
+          const s = yield* getTransferStatus(batchId)
+          const now = yield* Clock.currentTimeMillis
+          if (s.status !== "PENDING" || now >= deadline) return s
+          yield* completed.wait(seen, Math.max(1, Math.min(100, deadline - now)))
+        }
+      })
+
+    return {
+      allocateBatch: Effect.sync(() => {
+        const id = nextBatch++
+        batches.set(id, { tasks: [], hooks: [] })
+        return id
+      }),
+      submitTransfer,
+      getTransferStatus,
+      waitTransfer,
+      freeBatch: (batchId: number) => Effect.sync(() => void batches.delete(batchId))
+    }
+  })

@@ -1,0 +1,49 @@
+/**
+ * Names and attributes shared by the RDMA files: NIC paths (`"<server>@<nic>"`, TENT `MakeNicPath`), GIDs as TENT's
+ * bootstrap carries them, and the data QPs' RC attributes from `EndPointParams` (TENT `params.h`).
+ */
+import { AccessFlags, Mtu, type Rc } from "@tent/verbs"
+import type { EndpointParams } from "../../EngineConfig.js"
+
+/** `"<server>@<nic>"` (TENT `MakeNicPath`). */
+export const nicPath = (server: string, nic: string): string => `${server}@${nic}`
+
+/** Splits a NIC path at its last `@`. */
+export const parseNicPath = (path: string): { readonly server: string; readonly nic: string } | undefined => {
+  const at = path.lastIndexOf("@")
+  return at <= 0 || at === path.length - 1 ? undefined : { server: path.slice(0, at), nic: path.slice(at + 1) }
+}
+
+/** A GID as TENT's bootstrap carries it: `"fe:80:…"`, 16 bytes. */
+export const gidText = (gid: Uint8Array): string => Array.from(gid, (b) => b.toString(16).padStart(2, "0")).join(":")
+
+/** Parses {@link gidText}; `undefined` if it is not 16 hex bytes. */
+export const parseGidText = (text: string): Uint8Array | undefined => {
+  const parts = text.split(":")
+  if (parts.length !== 16 || !parts.every((p) => /^[0-9a-fA-F]{2}$/.test(p))) return undefined
+  return Uint8Array.from(parts, (p) => Number.parseInt(p, 16))
+}
+
+/** `path_mtu` bytes → `ibv_mtu`, clamped to the port's active MTU. */
+export const clampMtu = (bytes: number, active: Mtu): Mtu => {
+  const wanted =
+    bytes >= 4096 ? Mtu.MTU_4096 : bytes >= 2048 ? Mtu.MTU_2048 : bytes >= 1024 ? Mtu.MTU_1024 : Mtu.MTU_512
+  return (wanted < active ? wanted : active) as Mtu
+}
+
+/** The data QPs' RC attributes from `EndPointParams`, for a device with `activeMtu` and `sgidIndex`. */
+export const dataQpParams = (
+  p: EndpointParams,
+  device: { readonly activeMtu: Mtu; readonly sgidIndex: number }
+): Rc.RcParams => ({
+  pathMtu: clampMtu(p.pathMtu, device.activeMtu),
+  minRnrTimer: p.minRnrTimer,
+  timeout: p.sendTimeout,
+  retryCnt: p.sendRetryCount,
+  rnrRetry: p.sendRnrCount,
+  maxRdAtomic: p.maxRdAtomic,
+  maxDestRdAtomic: p.maxDestRdAtomic,
+  accessFlags: AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ,
+  sgidIndex: device.sgidIndex,
+  hopLimit: p.hopLimit
+})

@@ -1,0 +1,143 @@
+/**
+ * The RDMA contexts, as TENT's `RdmaContext` (`context.cpp`): each device opened with a protection domain, a notify
+ * CQ, `num_cq_list` data CQs, its port and GID, and its async events (TENT's monitor thread: `PORT_ERR` and
+ * `DEVICE_FATAL` pause the context, `PORT_ACTIVE` resumes it). The data CQ poller of each device lives here too: it
+ * runs as the CQs' completion-channel listener and hands each completion to the slice engine.
+ */
+import {
+  type CompletionQueue,
+  EventType,
+  type Mtu,
+  RdmaError,
+  type VerbsShape,
+  type WorkCompletion,
+  WorkCompletion as WorkCompletions
+} from "@tent/verbs"
+import { Effect, type Scope, Stream } from "effect"
+import type { EngineSettings } from "../../EngineConfig.js"
+import { EndpointStore } from "../EndpointStore.js"
+import { gidText } from "./NicPath.js"
+import type { EndpointDevice, RdmaEndpoint } from "./RdmaEndpoint.js"
+
+/** One opened device. */
+export interface RdmaDevice extends EndpointDevice {
+  readonly index: number
+  /** Its endpoints (TENT: a `SIEVEEndpointStore` of `endpoint_store_cap` per RDMA context). */
+  readonly store: EndpointStore
+  /** Port up (cleared by `PORT_ERR`, set by `PORT_ACTIVE`, as TENT pauses and resumes a context). */
+  enabled: boolean
+}
+
+/** A completion on a data QP, handed to the slice engine. */
+export type DataCompletionSink = (ep: RdmaEndpoint, lane: number, wc: WorkCompletion) => void
+
+/** The devices the settings select (`topology/rdma_whitelist`, `topology/rdma_blacklist`); none if no device. */
+export const selectDevices = (verbs: VerbsShape, settings: EngineSettings): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.map(
+    Effect.orElseSucceed(verbs.getDeviceList, () => []),
+    (list) =>
+      list
+        .map((d) => d.name)
+        .filter((n) => settings.whitelist.length === 0 || settings.whitelist.includes(n))
+        .filter((n) => !settings.blacklist.includes(n))
+  )
+
+/** Opens `names` (closed with the scope) and follows each one's port events. */
+export const openDevices = (
+  verbs: VerbsShape,
+  settings: EngineSettings,
+  names: ReadonlyArray<string>
+): Effect.Effect<ReadonlyArray<RdmaDevice>, RdmaError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const devices: Array<RdmaDevice> = []
+    for (const name of names) {
+      const ctx = yield* verbs
+        .openDevice(name)
+        .pipe(
+          Effect.catchTag("DeviceNotFound", (e) =>
+            Effect.fail(new RdmaError({ op: "ibv_open_device", errno: 19, message: e.message }))
+          )
+        )
+      const pd = yield* ctx.allocPd
+      const port = yield* ctx.queryPort(settings.device.port)
+      const sgidIndex = settings.device.gidIndex === -1 ? 0 : settings.device.gidIndex
+      const gid = yield* ctx.queryGid(settings.device.port, sgidIndex)
+      const notifyCq = yield* ctx.createCq(settings.device.maxCqe)
+      const dataCqs: Array<CompletionQueue> = []
+      for (let i = 0; i < settings.device.numCqList; i++) dataCqs.push(yield* ctx.createCq(settings.device.maxCqe))
+      const device: RdmaDevice = {
+        name,
+        index: devices.length,
+        pd,
+        notifyCq,
+        dataCqs,
+        gid,
+        gidText: gidText(gid),
+        sgidIndex,
+        activeMtu: port.activeMtu as Mtu,
+        store: new EndpointStore(settings.endpoint.endpointStoreCap),
+        enabled: port.state === 4
+      }
+      devices.push(device)
+      yield* Stream.runForEach(ctx.asyncEvents, (event) =>
+        Effect.sync(() => {
+          if (event.eventType === EventType.PORT_ERR || event.eventType === EventType.DEVICE_FATAL) {
+            device.enabled = false
+          } else if (event.eventType === EventType.PORT_ACTIVE) {
+            device.enabled = true
+          }
+        })
+      ).pipe(Effect.forkScoped)
+    }
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        for (const d of devices) {
+          d.notifyCq.setNotify(null)
+          for (const cq of d.dataCqs) cq.setNotify(null)
+        }
+      })
+    )
+    return devices
+  })
+
+/**
+ * Polls `device`'s data CQs 64 completions a pass as their completion-channel listener, handing each completion of a
+ * QP in `table` (QP number → endpoint and lane) to `sink()` (read per completion: the slice engine installs it).
+ */
+export const pollData = (
+  device: RdmaDevice,
+  table: ReadonlyMap<number, { readonly ep: RdmaEndpoint; readonly lane: number }>,
+  sink: () => DataCompletionSink
+): void => {
+  const wc = WorkCompletions.array(64)
+  const pass = (): number => {
+    let total = 0
+    const deliver = sink()
+    for (const cq of device.dataCqs) {
+      const n = cq.pollCq(64, wc)
+      for (let i = 0; i < n; i++) {
+        const w = wc[i] as WorkCompletion
+        const e = table.get(w.qpNum)
+        if (e !== undefined) deliver(e.ep, e.lane, w)
+      }
+      if (n > 0) total += n
+    }
+    return total
+  }
+  let inRun = false
+  const run = (): void => {
+    if (inRun) return
+    inRun = true
+    try {
+      for (;;) {
+        if (pass() > 0) continue
+        for (const cq of device.dataCqs) cq.reqNotifyCq()
+        if (pass() === 0) return
+      }
+    } finally {
+      inRun = false
+    }
+  }
+  for (const cq of device.dataCqs) cq.setNotify(run)
+  run()
+}

@@ -1,0 +1,289 @@
+/**
+ * `RdmaTransport`, as TENT `main`'s (`rdma_transport.cpp`): the opened devices (`RdmaContext`), an endpoint store per
+ * device, the transport-wide QP-number table of notify QPs and its poller (`NotifyPoller`), the data QP table and
+ * its pollers, the reclaim of retired endpoints, the bootstrap acceptor, and `sendNotification` over the first
+ * enabled local device to the peer's NIC 0. A service with a scoped Layer; `undefined` when RDMA is disabled or there
+ * is no device.
+ */
+
+import type { BootstrapDesc, InvalidEntry, Notification, TransportFailure } from "@tent/rpc"
+import { BootstrapRejected, DescriptorCache, NeedsRefreshCache, NotificationTooLarge } from "@tent/rpc"
+import { DeviceNotFound, RdmaError, Verbs } from "@tent/verbs"
+import { Context, Duration, Effect, ExecutionStrategy, Layer, Queue, Scope } from "effect"
+import { Dedup, type Stamp } from "../../Dedup.js"
+import { EngineConfig } from "../../EngineConfig.js"
+import { EndpointUnavailable } from "../../Errors.js"
+import { NotifyQpParams } from "../../NotifyQpParams.js"
+import { PeerHealthPolicy } from "../../PeerHealth.js"
+import { QpRetirement } from "../../QpRetirement.js"
+import { Resend } from "../../Resend.js"
+import { EngineDelivery } from "../Delivery.js"
+import { NO_SLOT, TOO_LARGE } from "../NotifyChannel.js"
+import { EngineAgent, EngineIdentity, ResendQueue } from "../Services.js"
+import { nicPath, parseNicPath } from "./NicPath.js"
+import * as NotifyPoller from "./NotifyPoller.js"
+import { type DataCompletionSink, openDevices, pollData, type RdmaDevice, selectDevices } from "./RdmaContext.js"
+import { type EndpointHost, RdmaEndpoint } from "./RdmaEndpoint.js"
+
+/** How often retired endpoints are reclaimed (TENT's monitor thread: ≥ 1 s). */
+export const RECLAIM_INTERVAL = Duration.seconds(1)
+
+/** The peer a notification or slice goes to, resolved from its descriptor. */
+export interface PeerTarget {
+  readonly server: string
+  readonly address: string
+}
+
+/** Errors of `sendNotification` on this transport. */
+export type RdmaNotifyError =
+  | DeviceNotFound
+  | RdmaError
+  | TransportFailure
+  | BootstrapRejected
+  | InvalidEntry
+  | NotificationTooLarge
+  | EndpointUnavailable
+
+/** The RDMA transport. */
+export interface RdmaTransportShape {
+  readonly kind: "rdma"
+  readonly devices: ReadonlyArray<RdmaDevice>
+  readonly counters: NotifyPoller.NotifyCounters
+  readonly poller: NotifyPoller.NotifyPoller
+  /** TENT `RdmaTransport::sendNotification`: first enabled device → the peer's NIC 0. */
+  readonly sendNotification: (segment: string, n: Notification) => Effect.Effect<void, RdmaNotifyError>
+  /** Posts `n` on the endpoint from `device` to the peer's `peerNic` (the resend's walk over NIC pairs). */
+  readonly sendVia: (
+    device: RdmaDevice,
+    segment: string,
+    peerNic: string,
+    n: Notification,
+    stamp: Stamp | undefined
+  ) => Effect.Effect<void, RdmaNotifyError>
+  /** The control-plane `Bootstrap` handler (TENT `onSetupRdmaConnections`). */
+  readonly onBootstrap: (desc: BootstrapDesc) => Effect.Effect<BootstrapDesc, BootstrapRejected>
+  /** The endpoint from `device` to the peer's `peerNic`, bootstrapped if needed (TENT `getEndpoint`). */
+  readonly getEndpoint: (
+    device: RdmaDevice,
+    target: PeerTarget,
+    peerNic: string
+  ) => Effect.Effect<RdmaEndpoint, RdmaError | TransportFailure | BootstrapRejected | EndpointUnavailable>
+  /** TENT `resetConnection`: retire and hand to the store's reclaim. From any fiber. */
+  readonly resetConnection: (ep: RdmaEndpoint) => Effect.Effect<void>
+  /** Installs the slice engine's completion handler and its slice canceller. */
+  readonly setDataPath: (sink: DataCompletionSink, cancel: (ep: RdmaEndpoint) => void) => void
+}
+
+/** The RDMA transport service (`undefined`: not installed). */
+export class RdmaTransport extends Context.Tag("@tent/core/internal/RdmaTransport")<
+  RdmaTransport,
+  RdmaTransportShape | undefined
+>() {}
+
+/** Opens the devices and starts the pollers; `undefined` when RDMA is disabled or there is no device. */
+export const make = Effect.gen(function* () {
+  const settings = yield* EngineConfig
+  if (!settings.rdmaEnable) return undefined
+  const verbs = yield* Verbs
+  const names = yield* selectDevices(verbs, settings)
+  if (names.length === 0) return undefined
+  const agent = yield* EngineAgent
+  const cache = yield* DescriptorCache.DescriptorCache
+  const { segmentName } = yield* EngineIdentity
+  const delivery = yield* EngineDelivery
+  const retirement = yield* QpRetirement
+  const dedup = yield* Dedup
+  const peerHealth = yield* PeerHealthPolicy
+  const resend = yield* Resend
+  const retiring = yield* ResendQueue
+  const notifyParams = yield* NotifyQpParams
+
+  const devices = yield* openDevices(verbs, settings, names)
+  const counters = NotifyPoller.makeCounters()
+  /** TENT `notify_qp_to_endpoint_`: one table per transport, keyed by QP number only. */
+  const notifyTable = new Map<number, RdmaEndpoint>()
+  /** Data QPs by device index, then QP number (QP numbers are per device). */
+  const dataByNum: Array<Map<number, { ep: RdmaEndpoint; lane: number }>> = devices.map(() => new Map())
+  let sink: DataCompletionSink = () => {}
+  let cancel: (ep: RdmaEndpoint) => void = () => {}
+  // Endpoints live in a scope of their own: closed after every endpoint was deconstructed (finalizer below).
+  const endpointScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
+  yield* Effect.addFinalizer(() => Effect.forEach(devices, (d) => d.store.clear, { discard: true }))
+
+  const host: EndpointHost = {
+    localServer: segmentName,
+    params: settings.endpoint,
+    numLanes: settings.numLanes,
+    retirement,
+    notifyParams,
+    policies: { dedup, resend, peerHealth },
+    publishNotifyQp: (qpNum, ep) => void notifyTable.set(qpNum, ep),
+    unpublishNotifyQp: (qpNum, ep) => {
+      if (notifyTable.get(qpNum) === ep) notifyTable.delete(qpNum)
+    },
+    registerDataQp: (qp, ep, lane) => void dataByNum[(ep.device as RdmaDevice).index]?.set(qp.qpNum, { ep, lane }),
+    unregisterDataQp: (qp) => {
+      for (const t of dataByNum) if (t.get(qp.qpNum)?.ep.dataQps.includes(qp)) t.delete(qp.qpNum)
+    },
+    cancelSlices: (ep) => cancel(ep),
+    retiring: (channel) => void Queue.unsafeOffer(retiring, channel),
+    scope: endpointScope,
+    clock: yield* Effect.clock
+  }
+
+  const poller = NotifyPoller.start({
+    cqs: devices.map((d) => d.notifyCq),
+    table: notifyTable,
+    delivery,
+    dedup,
+    retirement,
+    counters
+  })
+  for (const d of devices)
+    pollData(d, dataByNum[d.index] as Map<number, { ep: RdmaEndpoint; lane: number }>, () => sink)
+
+  // Reclaim retired endpoints (TENT's monitor thread, every ≥ 1 s).
+  yield* Effect.forkScoped(
+    Effect.forever(
+      Effect.zipRight(
+        Effect.sleep(RECLAIM_INTERVAL),
+        Effect.forEach(devices, (d) => d.store.reclaim, { discard: true })
+      )
+    )
+  )
+
+  const getEndpoint: RdmaTransportShape["getEndpoint"] = (device, target, peerNic) =>
+    Effect.gen(function* () {
+      const key = nicPath(target.server, peerNic)
+      const ep = device.store.getOrInsert(key, () => new RdmaEndpoint(host, device, key, target.server))
+      yield* ep.lock.withPermits(1)(ep.construct)
+      yield* ep.connect((desc) => agent.bootstrap(target.address, desc))
+      return ep
+    })
+
+  const resetConnection = (ep: RdmaEndpoint): Effect.Effect<void> =>
+    Effect.zipRight(
+      ep.retire,
+      Effect.sync(() => (ep.device as RdmaDevice).store.remove(ep))
+    )
+
+  const onBootstrap = (desc: BootstrapDesc): Effect.Effect<BootstrapDesc, BootstrapRejected> =>
+    Effect.gen(function* () {
+      const local = parseNicPath(desc.peer_nic_path)
+      const remote = parseNicPath(desc.local_nic_path)
+      if (local === undefined || remote === undefined) {
+        return yield* new BootstrapRejected({
+          message: `malformed NIC paths ${desc.local_nic_path} → ${desc.peer_nic_path}`
+        })
+      }
+      const device = devices.find((d) => d.name === local.nic)
+      if (device === undefined) return yield* new BootstrapRejected({ message: `NOT_READY: no device ${local.nic}` })
+      const ep = device.store.getOrInsert(
+        desc.local_nic_path,
+        () => new RdmaEndpoint(host, device, desc.local_nic_path, remote.server)
+      )
+      yield* ep.lock
+        .withPermits(1)(ep.construct)
+        .pipe(Effect.mapError((e) => new BootstrapRejected({ message: e.message })))
+      return yield* ep.accept(desc).pipe(
+        Effect.catchTag("RdmaError", (e) => Effect.fail(new BootstrapRejected({ message: e.message }))),
+        Effect.tapError(() => Effect.sync(() => (ep.status === "DESTROYING" ? device.store.remove(ep) : undefined)))
+      )
+    })
+
+  const tooLarge = (n: Notification) =>
+    new NotificationTooLarge({ size: n.name.length + n.msg.length, max: dedup.maxPayload })
+
+  /** Posts on `ep`, waiting for a window unit while the channel stays connected. */
+  const post = (ep: RdmaEndpoint, n: Notification, stamp?: Stamp): Effect.Effect<void, RdmaNotifyError> =>
+    Effect.suspend(() => {
+      const rc = ep.notify.postNotification(n, stamp)
+      if (rc === 0) {
+        counters.sent++
+        return Effect.void
+      }
+      if (rc === TOO_LARGE) return Effect.fail(tooLarge(n))
+      if (rc === NO_SLOT) {
+        if (!ep.connected) {
+          return Effect.fail(
+            new EndpointUnavailable({
+              segment: ep.segment,
+              peerNicPath: ep.peerNicPath,
+              message: "Notification QP not connected"
+            })
+          )
+        }
+        return Effect.zipRight(ep.notify.awaitSlot, post(ep, n, stamp))
+      }
+      return Effect.fail(new RdmaError({ op: "ibv_post_send", errno: rc, message: "posting a notification failed" }))
+    })
+
+  const targetOf = (segment: string) =>
+    cache.withSegment(segment, (desc) => {
+      const nic = desc.devices[0]?.name
+      return nic === undefined || desc.rpc_server_addr === "" || desc.name === ""
+        ? Effect.fail(new NeedsRefreshCache({ segment, message: "segment has no RDMA device or RPC address" }))
+        : Effect.succeed({ target: { server: desc.name, address: desc.rpc_server_addr }, nic })
+    })
+
+  const sendVia: RdmaTransportShape["sendVia"] = (device, segment, peerNic, n, stamp) =>
+    Effect.gen(function* () {
+      const { target } = yield* targetOf(segment)
+      const ep = yield* getEndpoint(device, target, peerNic)
+      yield* Effect.zipRight(ep.notify.awaitSlot, post(ep, n, stamp))
+    }) as Effect.Effect<void, RdmaNotifyError>
+
+  // The endpoint each segment's notifications went to last. While it stays READY and the first enabled device is
+  // still its device, a notification is posted at once: the same outcome as the full path below (descriptor from
+  // the cache, the endpoint from the store, a free slot), without its Effects. Anything else takes the full path.
+  const lastEndpoint = new Map<string, RdmaEndpoint>()
+
+  const sendNotificationFull = (segment: string, n: Notification): Effect.Effect<void, RdmaNotifyError> =>
+    Effect.gen(function* () {
+      const device = devices.find((d) => d.enabled)
+      if (device === undefined) {
+        return yield* new DeviceNotFound({
+          available: devices.map((d) => d.name),
+          message: "no enabled RDMA device for notifications"
+        })
+      }
+      const { nic, target } = yield* targetOf(segment)
+      const ep = yield* getEndpoint(device, target, nic)
+      lastEndpoint.set(segment, ep)
+      yield* Effect.zipRight(ep.notify.awaitSlot, post(ep, n))
+    }) as Effect.Effect<void, RdmaNotifyError>
+
+  const sendNotification = (segment: string, n: Notification): Effect.Effect<void, RdmaNotifyError> =>
+    Effect.suspend(() => {
+      const ep = lastEndpoint.get(segment)
+      if (ep !== undefined && ep.status === "READY" && ep.connected && ep.device === devices.find((d) => d.enabled)) {
+        const rc = ep.notify.postNotification(n)
+        if (rc === 0) {
+          counters.sent++
+          void (ep.device as RdmaDevice).store.get(ep.peerNicPath) // a use, for SIEVE (as the full path's lookup)
+          return Effect.void
+        }
+        if (rc === TOO_LARGE) return Effect.fail(tooLarge(n))
+      }
+      return sendNotificationFull(segment, n)
+    })
+
+  return {
+    kind: "rdma",
+    devices,
+    counters,
+    poller,
+    sendNotification,
+    sendVia,
+    onBootstrap,
+    getEndpoint,
+    resetConnection,
+    setDataPath: (s, c) => {
+      sink = s
+      cancel = c
+    }
+  } satisfies RdmaTransportShape
+})
+
+/** The RDMA transport as a scoped Layer. */
+export const layer = Layer.scoped(RdmaTransport, make)
