@@ -1,0 +1,383 @@
+/**
+ * The requester side of a SoftVerbs RC QP (rdma_rxe's `rxe_req.c` and `rxe_comp.c`).
+ *
+ * Work requests are kept in typed-array rings; PSNs are assigned when a WR is posted; packets go out in order under a
+ * window sized to the receiver's socket buffer; the last packet of each message asks for an ACK. ACKs are cumulative.
+ * One lazy timer per QP retransmits from the oldest unacknowledged PSN (go-back-N) after a whole
+ * `4.096 µs × 2^timeout` without progress; after `retry_cnt` such retries the oldest WR completes `RETRY_EXC_ERR` and
+ * the QP goes to ERR. An RNR NAK makes the requester wait the responder's `min_rnr_timer` and retry, at most
+ * `rnr_retry` times (7 = forever), then `RNR_RETRY_EXC_ERR`.
+ */
+import { EventType, QpState, RNR_RETRY_INFINITE, RNR_TIMER_MS, WcStatus, WrOpcode } from "../../Constants.js"
+import type { SendWr } from "../../Verbs.js"
+import { Flag, HDR, Nak, Op, unwrapPsn, writeHeader } from "../Packet.js"
+import type { SoftQp } from "../SoftQp.js"
+import { postOneSend, wcOpcodeOf } from "./SendQueue.js"
+import { gather, scatter } from "./Sge.js"
+
+/** Maximum packets in flight per QP: 512 × (48 + 4096) bytes stays inside a 4 MiB receive buffer. */
+export const WINDOW = 512
+/**
+ * After a timeout the requester resends at most this many packets before an ACK arrives: a single-threaded receiver
+ * reads about 32 datagrams per event-loop turn, and resending a whole window into it each timeout only adds loss.
+ */
+const RECOVERY_WINDOW = 16
+/** A long message asks for an ACK every this many packets, so the window keeps moving. */
+const ACK_EVERY = 64
+
+const now = () => performance.now()
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Posting (hot path)
+// ---------------------------------------------------------------------------------------------------------------------
+
+/** `ibv_post_send`: queues the chain up to the first bad WR (left in `badSendWr`), then transmits in RTS. */
+export const postSend = (qp: SoftQp, wr: SendWr): number => {
+  let w: SendWr | null | undefined = wr
+  let err = 0
+  while (w) {
+    err = postOneSend(qp, w)
+    if (err !== 0) break
+    w = w.next
+  }
+  qp.badSendWr = err === 0 ? null : (w ?? null)
+  if (qp.state === QpState.RTS) pump(qp)
+  return err
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Transmission
+// ---------------------------------------------------------------------------------------------------------------------
+
+const outstanding = (qp: SoftQp): boolean => qp.head !== qp.txIdx || qp.txPkt !== 0
+
+/** Transmits what the window allows. */
+export const pump = (qp: SoftQp): void => {
+  if (qp.rnrWaiting) return
+  const limit = qp.state === QpState.SQD ? qp.sqdLimit : qp.tail
+  if (qp.txIdx < limit && !outstanding(qp)) qp.lastProgress = now()
+  while (qp.txIdx < limit) {
+    const s = qp.txIdx % qp.sqCap
+    const psn = (qp.wqFirstPsn[s] as number) + qp.txPkt
+    if (psn - qp.acked > qp.cwnd) break
+    if (!transmitPacket(qp, s, qp.txPkt, psn)) return
+    const npkts = qp.wqNpkts[s] as number
+    qp.txPkt = qp.wqOpcode[s] === WrOpcode.RDMA_READ ? npkts : qp.txPkt + 1
+    if (qp.txPkt >= npkts) {
+      qp.txIdx++
+      qp.txPkt = 0
+    }
+  }
+  if (outstanding(qp)) armRetry(qp)
+}
+
+/** Builds and sends packet `pkt` of WQE slot `s`; false if the local SGEs were bad (the QP is then in ERR). */
+const transmitPacket = (qp: SoftQp, s: number, pkt: number, psn: number): boolean => {
+  const op = qp.wqOpcode[s] as number
+  const len = qp.wqLen[s] as number
+  const npkts = qp.wqNpkts[s] as number
+  const buf = qp.device.slot()
+  let flags = 0
+  let plen = 0
+  let wireOp: number
+  const off = pkt * qp.mtu
+  if (op === WrOpcode.RDMA_READ) {
+    wireOp = Op.READ_REQ
+    flags = Flag.FIRST | Flag.LAST | Flag.ACK_REQ
+  } else {
+    wireOp = op === WrOpcode.SEND || op === WrOpcode.SEND_WITH_IMM ? Op.SEND : Op.WRITE
+    plen = Math.min(qp.mtu, len - off)
+    if (plen > 0 && !gather(qp, s, off, plen, buf)) {
+      fail(qp, s, WcStatus.LOC_PROT_ERR)
+      return false
+    }
+    if (pkt === 0) flags |= Flag.FIRST
+    if (pkt === npkts - 1) {
+      flags |= Flag.LAST | Flag.ACK_REQ
+      if (op === WrOpcode.SEND_WITH_IMM || op === WrOpcode.RDMA_WRITE_WITH_IMM) flags |= Flag.IMM
+    } else if (pkt % ACK_EVERY === ACK_EVERY - 1) {
+      flags |= Flag.ACK_REQ
+    }
+  }
+  let ack = 0
+  if (qp.state !== QpState.ERR) {
+    flags |= Flag.ACK_VALID
+    ack = qp.ePsn - 1
+    qp.ackPending = false
+    qp.rxSinceAck = 0
+  }
+  writeHeader(
+    buf,
+    wireOp,
+    flags,
+    0,
+    qp.destQpNum,
+    qp.qpNum,
+    psn,
+    ack,
+    qp.wqImm[s] as number,
+    qp.wqRkey[s] as number,
+    len,
+    qp.wqRaddr[s] as number,
+    off,
+    plen
+  )
+  qp.device.transmit(buf, HDR + plen, qp.peerHost, qp.peerPort)
+  return true
+}
+
+/** Go-back-N: the next packet to transmit becomes `psn`. */
+const rewind = (qp: SoftQp, psn: number): void => {
+  for (let i = qp.head; i < qp.tail; i++) {
+    const s = i % qp.sqCap
+    const first = qp.wqFirstPsn[s] as number
+    const npkts = qp.wqNpkts[s] as number
+    if (psn < first + npkts) {
+      qp.txIdx = i
+      qp.txPkt = qp.wqOpcode[s] === WrOpcode.RDMA_READ ? 0 : Math.max(0, psn - first)
+      return
+    }
+  }
+  qp.txIdx = qp.tail
+  qp.txPkt = 0
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Acknowledgements and completions
+// ---------------------------------------------------------------------------------------------------------------------
+
+/** Raises the cumulative ACK to `ack` (never past a READ whose responses are missing); true on progress. */
+const advance = (qp: SoftQp, ack: number): boolean => {
+  let limit = ack
+  if (qp.readsOutstanding > 0) {
+    for (let i = qp.head; i < qp.txIdx || (i === qp.txIdx && qp.txPkt > 0); i++) {
+      const s = i % qp.sqCap
+      const first = qp.wqFirstPsn[s] as number
+      if (first > limit) break
+      if (qp.wqOpcode[s] === WrOpcode.RDMA_READ && qp.wqReadGot[s] !== qp.wqNpkts[s]) {
+        limit = Math.min(limit, first - 1)
+        break
+      }
+    }
+  }
+  if (limit <= qp.acked) return false
+  qp.acked = limit
+  if (qp.cwnd < WINDOW) qp.cwnd = Math.min(WINDOW, qp.cwnd * 2)
+  qp.retries = 0
+  qp.rnrRetries = 0
+  qp.lastProgress = now()
+  completeFromHead(qp)
+  return true
+}
+
+/** Completes, in order, every WQE at the head that is fully acknowledged (or, for a READ, fully read). */
+export const completeFromHead = (qp: SoftQp): void => {
+  while (qp.head < qp.txIdx) {
+    const s = qp.head % qp.sqCap
+    const op = qp.wqOpcode[s] as number
+    if (op === WrOpcode.RDMA_READ) {
+      if (qp.wqReadGot[s] !== qp.wqNpkts[s]) break
+      qp.readsOutstanding--
+    } else if ((qp.wqFirstPsn[s] as number) + (qp.wqNpkts[s] as number) - 1 > qp.acked) {
+      break
+    }
+    if (qp.wqSignaled[s] === 1) {
+      const byteLen = op === WrOpcode.RDMA_READ ? (qp.wqLen[s] as number) : 0
+      qp.sendCq.push(qp.wqWrId[s] as number, WcStatus.SUCCESS, wcOpcodeOf(op), byteLen, 0, qp.qpNum, 0, 0)
+    }
+    qp.head++
+  }
+  if (qp.state === QpState.SQD && qp.head >= qp.sqdLimit && qp.enSqdAsyncNotify !== 0) {
+    qp.enSqdAsyncNotify = 0
+    qp.device.raise({ eventType: EventType.SQ_DRAINED, qpNum: qp.qpNum, detail: "send queue drained" })
+  }
+}
+
+/** A cumulative ACK (alone or carried by a request) for the PSN `wireAck`. */
+export const onAck = (qp: SoftQp, wireAck: number): void => {
+  if (qp.state !== QpState.RTS && qp.state !== QpState.SQD) return
+  const ack = unwrapPsn(wireAck, qp.acked + 1)
+  if (ack >= qp.psnNext) {
+    qp.device.counters.protocolErrors++
+    return
+  }
+  if (advance(qp, ack)) pump(qp)
+}
+
+/** A NAK: go back (sequence), wait and go back (RNR), or fail the oldest WR. */
+export const onNak = (qp: SoftQp, syndrome: number, wirePsn: number, rnrTimer: number): void => {
+  if (qp.state !== QpState.RTS && qp.state !== QpState.SQD) return
+  const psn = unwrapPsn(wirePsn, qp.acked + 1)
+  if (psn <= qp.acked || psn >= qp.psnNext) return // stale or bogus
+  advance(qp, psn - 1)
+  if (psn <= qp.acked) return // a READ before it is still incomplete: the timer will sort it out
+  switch (syndrome) {
+    case Nak.SEQ:
+      rewind(qp, psn)
+      pump(qp)
+      return
+    case Nak.RNR: {
+      qp.rnrRetries++
+      if (qp.rnrRetry !== RNR_RETRY_INFINITE && qp.rnrRetries > qp.rnrRetry) {
+        fail(qp, qp.head % qp.sqCap, WcStatus.RNR_RETRY_EXC_ERR)
+        return
+      }
+      qp.device.counters.rnrRetries++
+      rewind(qp, psn)
+      qp.rnrWaiting = true
+      qp.lastProgress = now()
+      const delay = RNR_TIMER_MS[rnrTimer & 31] as number
+      if (qp.rnrTimer === undefined) {
+        qp.rnrTimer = setTimeout(qp.onRnrTimer, delay)
+        qp.rnrTimer.unref()
+      } else {
+        clearTimeout(qp.rnrTimer)
+        qp.rnrTimer = setTimeout(qp.onRnrTimer, delay)
+        qp.rnrTimer.unref()
+      }
+      return
+    }
+    case Nak.ACCESS:
+      fail(qp, qp.head % qp.sqCap, WcStatus.REM_ACCESS_ERR)
+      return
+    default:
+      fail(qp, qp.head % qp.sqCap, WcStatus.REM_INV_REQ_ERR)
+  }
+}
+
+/** The RNR wait is over: transmit again from where the NAK rewound to. */
+export const onRnrTimer = (qp: SoftQp): void => {
+  qp.device.run(() => {
+    if (!qp.rnrWaiting) return
+    qp.rnrWaiting = false
+    qp.lastProgress = now()
+    if (qp.state === QpState.RTS || qp.state === QpState.SQD) pump(qp)
+  })
+}
+
+/** A READ response packet: scattered into the READ's local SGEs in order; duplicates are counted and dropped. */
+export const onReadResp = (qp: SoftQp, msg: Buffer, wirePsn: number, plen: number, offset: number): void => {
+  if (qp.state !== QpState.RTS && qp.state !== QpState.SQD) return
+  const psn = unwrapPsn(wirePsn, qp.acked + 1)
+  for (let i = qp.head; i < qp.txIdx || (i === qp.txIdx && qp.txPkt > 0); i++) {
+    const s = i % qp.sqCap
+    const first = qp.wqFirstPsn[s] as number
+    const npkts = qp.wqNpkts[s] as number
+    if (psn < first) return
+    if (psn >= first + npkts) continue
+    if (qp.wqOpcode[s] !== WrOpcode.RDMA_READ) {
+      qp.device.counters.protocolErrors++
+      return
+    }
+    const got = qp.wqReadGot[s] as number
+    if (psn !== first + got) {
+      qp.device.counters.duplicates++
+      return
+    }
+    if (plen > 0 && !scatterSend(qp, s, offset, msg, plen)) {
+      fail(qp, s, WcStatus.LOC_PROT_ERR)
+      return
+    }
+    qp.wqReadGot[s] = got + 1
+    advance(qp, got + 1 === npkts ? first + npkts - 1 : first - 1)
+    qp.lastProgress = now()
+    completeFromHead(qp)
+    pump(qp)
+    return
+  }
+}
+
+/** Scatters READ response bytes into WQE `s`'s local SGEs (which need LOCAL_WRITE). */
+const scatterSend = (qp: SoftQp, s: number, off: number, msg: Buffer, plen: number): boolean => {
+  const base = s * qp.maxSge
+  return scatter(qp, qp.wqSgeAddr, qp.wqSgeLen, qp.wqSgeLkey, base, qp.wqNumSge[s] as number, off, msg, plen)
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Retry timer
+// ---------------------------------------------------------------------------------------------------------------------
+
+const armRetry = (qp: SoftQp): void => {
+  if (qp.retryArmed || qp.timeoutMs === 0 || qp.destroyed) return
+  qp.retryArmed = true
+  qp.armedAt = now()
+  if (qp.retryTimer === undefined) {
+    qp.retryTimer = setTimeout(qp.onRetryTimer, Math.max(1, qp.timeoutMs))
+    qp.retryTimer.unref()
+  } else {
+    qp.retryTimer.refresh()
+  }
+}
+
+/** True when the requester has waited a whole ACK timeout without progress. */
+const timedOut = (qp: SoftQp): boolean =>
+  (qp.state === QpState.RTS || qp.state === QpState.SQD) &&
+  outstanding(qp) &&
+  !qp.rnrWaiting &&
+  now() - qp.lastProgress >= qp.timeoutMs - 0.5
+
+/** The retry timer fired: re-arm if there was progress, else confirm the timeout after this turn's I/O. */
+export const onRetryTimer = (qp: SoftQp): void => {
+  qp.retryArmed = false
+  if ((qp.state !== QpState.RTS && qp.state !== QpState.SQD) || !outstanding(qp)) return
+  if (!timedOut(qp)) {
+    armRetry(qp)
+    return
+  }
+  // A timer that fires late by more than half a timeout means this process was busy (the event loop was blocked),
+  // not that the network was silent: ACKs may be waiting in the socket. Start the wait again instead of retrying.
+  const late = now() - qp.armedAt - qp.timeoutMs
+  if (late > qp.timeoutMs / 2 + 2) {
+    qp.lastProgress = now()
+    armRetry(qp)
+    return
+  }
+  // Timers run before I/O in an event-loop turn: look again after the I/O phase.
+  qp.retryArmed = true
+  setImmediate(qp.onRetryConfirm)
+}
+
+/** Still no progress after the I/O phase: retransmit from the oldest unacknowledged PSN, or fail past `retry_cnt`. */
+export const onRetryConfirm = (qp: SoftQp): void => {
+  qp.retryArmed = false
+  if (!timedOut(qp)) {
+    if (outstanding(qp) && !qp.destroyed) armRetry(qp)
+    return
+  }
+  qp.device.run(() => {
+    qp.retries++
+    if (qp.retries > qp.retryCnt) {
+      fail(qp, qp.head % qp.sqCap, WcStatus.RETRY_EXC_ERR)
+      return
+    }
+    qp.device.counters.retransmits++
+    qp.cwnd = RECOVERY_WINDOW
+    qp.lastProgress = now()
+    rewind(qp, qp.acked + 1)
+    pump(qp)
+    armRetry(qp)
+  })
+}
+
+/** Stops the retry and RNR timers. */
+export const stopTimers = (qp: SoftQp): void => {
+  if (qp.retryTimer !== undefined) clearTimeout(qp.retryTimer)
+  qp.retryTimer = undefined
+  qp.retryArmed = false
+  if (qp.rnrTimer !== undefined) clearTimeout(qp.rnrTimer)
+  qp.rnrTimer = undefined
+  qp.rnrWaiting = false
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------------------------------
+
+/** Completes WQE `s` with `status` and moves the QP to ERR (flushing the rest). */
+const fail = (qp: SoftQp, s: number, status: number): void => {
+  const op = qp.wqOpcode[s] as number
+  qp.sendCq.push(qp.wqWrId[s] as number, status, wcOpcodeOf(op), 0, 0, qp.qpNum, 0, 0)
+  if (op === WrOpcode.RDMA_READ) qp.readsOutstanding--
+  qp.head++
+  qp.enterError()
+}

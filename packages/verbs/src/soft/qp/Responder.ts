@@ -1,0 +1,279 @@
+/**
+ * The responder side of a SoftVerbs RC QP (rdma_rxe's `rxe_resp.c`) and its receive queue.
+ *
+ * In-order delivery exactly once. A duplicate (a retransmit after a lost ACK) is re-acknowledged and not delivered
+ * again (a duplicate READ is re-executed, as IB does); a packet past the expected PSN gets one sequence NAK. A SEND (or
+ * a WRITE_WITH_IMM) with no RECV posted gets an RNR NAK. RDMA WRITE and READ are checked against the target MR's
+ * rkey, bounds and access flags; a violation NAKs, leaves memory untouched and moves the responder QP to ERR with
+ * `IBV_EVENT_QP_ACCESS_ERR`.
+ */
+import { AccessFlags, Errno, EventType, QpState, WcFlags, WcOpcode, WcStatus } from "../../Constants.js"
+import type { RecvWr } from "../../Verbs.js"
+import type { SoftMr } from "../Memory.js"
+import { Flag, HDR, Nak, Off, Op, unwrapPsn, writeHeader } from "../Packet.js"
+import type { SoftQp } from "../SoftQp.js"
+import { scatter, storeSgl } from "./Sge.js"
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Receive queue (hot path)
+// ---------------------------------------------------------------------------------------------------------------------
+
+/** `ibv_post_recv`: queues the chain up to the first bad WR (left in `badRecvWr`). */
+export const postRecv = (qp: SoftQp, wr: RecvWr): number => {
+  let w: RecvWr | null | undefined = wr
+  let err = 0
+  while (w) {
+    err = postOneRecv(qp, w)
+    if (err !== 0) break
+    w = w.next
+  }
+  qp.badRecvWr = err === 0 ? null : (w ?? null)
+  return err
+}
+
+const postOneRecv = (qp: SoftQp, w: RecvWr): number => {
+  if (qp.state === QpState.RESET || qp.destroyed) return Errno.EINVAL
+  const numSge = w.numSge ?? w.sgList.length
+  if (numSge > qp.maxRecvSge || numSge > w.sgList.length) return Errno.EINVAL
+  if (qp.state === QpState.ERR) {
+    qp.recvCq.push(w.wrId, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV, 0, 0, qp.qpNum, 0, 0)
+    return 0
+  }
+  if (qp.rqTail - qp.rqHead >= qp.rqCap) return Errno.ENOMEM
+  const s = qp.rqTail % qp.rqCap
+  storeSgl(w.sgList, numSge, qp.rqSgeAddr, qp.rqSgeLen, qp.rqSgeLkey, s * qp.maxRecvSge)
+  qp.rqWrId[s] = w.wrId
+  qp.rqNumSge[s] = numSge
+  qp.rqTail++
+  return 0
+}
+
+/** Completes every posted RECV with WR_FLUSH_ERR, in order, and empties the receive queue. */
+export const flushRecvQueue = (qp: SoftQp): void => {
+  for (let i = qp.rqHead; i < qp.rqTail; i++) {
+    const s = i % qp.rqCap
+    qp.recvCq.push(qp.rqWrId[s] as number, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV, 0, 0, qp.qpNum, 0, 0)
+  }
+  qp.rqHead = qp.rqTail
+  qp.recvActive = false
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Requests
+// ---------------------------------------------------------------------------------------------------------------------
+
+/** A SEND, WRITE or READ request packet from the peer's requester. */
+export const onRequest = (qp: SoftQp, msg: Buffer, op: number, flags: number): void => {
+  const psn = unwrapPsn(msg.readUInt32LE(Off.psn), qp.ePsn)
+  if (psn < qp.ePsn) {
+    qp.device.counters.duplicates++
+    if (op === Op.READ_REQ) {
+      executeRead(qp, msg, psn, true)
+    } else {
+      qp.ackPending = true
+      qp.device.queueAck(qp)
+    }
+    return
+  }
+  if (psn > qp.ePsn) {
+    if (!qp.nakSeqSent) {
+      qp.nakSeqSent = true
+      qp.device.counters.seqNaksSent++
+      sendNak(qp, Nak.SEQ, qp.ePsn, 0)
+    }
+    return
+  }
+  const plen = msg.readUInt16LE(Off.payloadLen)
+  if (op === Op.SEND) {
+    if (!receiveSend(qp, msg, flags, plen)) return
+  } else if (op === Op.WRITE) {
+    if (!receiveWrite(qp, msg, flags, plen)) return
+  } else {
+    if (!executeRead(qp, msg, psn, false)) return
+    return
+  }
+  qp.ePsn++
+  qp.nakSeqSent = false
+  qp.rxSinceAck++
+  qp.rxThisTurn = true
+  if ((flags & Flag.ACK_REQ) !== 0) {
+    qp.ackPending = true
+    qp.device.queueAck(qp)
+  }
+}
+
+const receiveSend = (qp: SoftQp, msg: Buffer, flags: number, plen: number): boolean => {
+  if ((flags & Flag.FIRST) !== 0) {
+    if (qp.rqHead === qp.rqTail) {
+      qp.device.counters.rnrNaksSent++
+      sendNak(qp, Nak.RNR, qp.ePsn, qp.minRnrTimer)
+      return false
+    }
+    qp.recvActive = true
+    qp.recvOffset = 0
+  } else if (!qp.recvActive) {
+    qp.device.counters.protocolErrors++
+    sendNak(qp, Nak.INVALID, qp.ePsn, 0)
+    return false
+  }
+  const s = qp.rqHead % qp.rqCap
+  if (plen > 0) {
+    const base = s * qp.maxRecvSge
+    const n = qp.rqNumSge[s] as number
+    let room = 0
+    for (let k = 0; k < n; k++) room += qp.rqSgeLen[base + k] as number
+    const status =
+      qp.recvOffset + plen > room
+        ? WcStatus.LOC_LEN_ERR
+        : scatter(qp, qp.rqSgeAddr, qp.rqSgeLen, qp.rqSgeLkey, base, n, qp.recvOffset, msg, plen)
+          ? WcStatus.SUCCESS
+          : WcStatus.LOC_PROT_ERR
+    if (status !== WcStatus.SUCCESS) {
+      // The responder's RECV fails, the requester is told its request was invalid, and both QPs end in ERR.
+      qp.recvCq.push(qp.rqWrId[s] as number, status, WcOpcode.RECV, 0, 0, qp.qpNum, qp.destQpNum, 0)
+      qp.rqHead++
+      qp.recvActive = false
+      sendNak(qp, Nak.INVALID, qp.ePsn, 0)
+      qp.enterError()
+      return false
+    }
+  }
+  qp.recvOffset += plen
+  if ((flags & Flag.LAST) !== 0) {
+    const withImm = (flags & Flag.IMM) !== 0
+    qp.recvCq.push(
+      qp.rqWrId[s] as number,
+      WcStatus.SUCCESS,
+      WcOpcode.RECV,
+      qp.recvOffset,
+      withImm ? msg.readUInt32LE(Off.imm) : 0,
+      qp.qpNum,
+      qp.destQpNum,
+      withImm ? WcFlags.WITH_IMM : 0
+    )
+    qp.rqHead++
+    qp.recvActive = false
+  }
+  return true
+}
+
+/** Checks a remote access of `[raddr, raddr + len)` with `rkey` needing `need`; the MR, or undefined. */
+const checkRemote = (qp: SoftQp, rkey: number, raddr: number, len: number, need: number): SoftMr | undefined => {
+  const mr = qp.device.lookupMr(rkey)
+  if (
+    mr === undefined ||
+    mr.pdId !== qp.pdId ||
+    (mr.access & need) === 0 ||
+    (qp.accessFlags & need) === 0 ||
+    raddr < mr.addr ||
+    raddr + len > mr.addr + mr.length
+  ) {
+    return undefined
+  }
+  return mr
+}
+
+const accessViolation = (qp: SoftQp, detail: string): void => {
+  qp.device.counters.accessNaksSent++
+  sendNak(qp, Nak.ACCESS, qp.ePsn, 0)
+  qp.enterError()
+  qp.device.raise({ eventType: EventType.QP_ACCESS_ERR, qpNum: qp.qpNum, detail })
+}
+
+const receiveWrite = (qp: SoftQp, msg: Buffer, flags: number, plen: number): boolean => {
+  const msgLen = msg.readUInt32LE(Off.msgLen)
+  const raddr = msg.readDoubleLE(Off.raddr)
+  const rkey = msg.readUInt32LE(Off.rkey)
+  let mr: SoftMr | undefined
+  if (msgLen > 0) {
+    mr = checkRemote(qp, rkey, raddr, msgLen, AccessFlags.REMOTE_WRITE)
+    if (mr === undefined) {
+      accessViolation(qp, `RDMA WRITE of ${msgLen} bytes at 0x${raddr.toString(16)} with rkey 0x${rkey.toString(16)}`)
+      return false
+    }
+  }
+  const withImm = (flags & Flag.IMM) !== 0 && (flags & Flag.LAST) !== 0
+  if (withImm && qp.rqHead === qp.rqTail) {
+    qp.device.counters.rnrNaksSent++
+    sendNak(qp, Nak.RNR, qp.ePsn, qp.minRnrTimer)
+    return false
+  }
+  if (mr !== undefined && plen > 0) {
+    msg.copy(mr.buffer, raddr - mr.addr + msg.readUInt32LE(Off.offset), HDR, HDR + plen)
+  }
+  if (withImm) {
+    const s = qp.rqHead % qp.rqCap
+    qp.recvCq.push(
+      qp.rqWrId[s] as number,
+      WcStatus.SUCCESS,
+      WcOpcode.RECV_RDMA_WITH_IMM,
+      msgLen,
+      msg.readUInt32LE(Off.imm),
+      qp.qpNum,
+      qp.destQpNum,
+      WcFlags.WITH_IMM
+    )
+    qp.rqHead++
+  }
+  return true
+}
+
+/** Answers a READ request at `psn` with its response packets; `duplicate` re-executes an old one. */
+const executeRead = (qp: SoftQp, msg: Buffer, psn: number, duplicate: boolean): boolean => {
+  const msgLen = msg.readUInt32LE(Off.msgLen)
+  const raddr = msg.readDoubleLE(Off.raddr)
+  const rkey = msg.readUInt32LE(Off.rkey)
+  const npkts = msgLen === 0 ? 1 : Math.ceil(msgLen / qp.mtu)
+  if (duplicate && psn + npkts > qp.ePsn) return false // overlaps what is not yet executed: ignore
+  let mr: SoftMr | undefined
+  if (msgLen > 0) {
+    mr = checkRemote(qp, rkey, raddr, msgLen, AccessFlags.REMOTE_READ)
+    if (mr === undefined) {
+      if (!duplicate) {
+        accessViolation(qp, `RDMA READ of ${msgLen} bytes at 0x${raddr.toString(16)} with rkey 0x${rkey.toString(16)}`)
+      }
+      return false
+    }
+  }
+  for (let k = 0; k < npkts; k++) {
+    const off = k * qp.mtu
+    const plen = Math.min(qp.mtu, msgLen - off)
+    const buf = qp.device.slot()
+    if (mr !== undefined && plen > 0) {
+      const from = raddr - mr.addr + off
+      mr.buffer.copy(buf, HDR, from, from + plen)
+    }
+    let flags = 0
+    if (k === 0) flags |= Flag.FIRST
+    if (k === npkts - 1) flags |= Flag.LAST
+    writeHeader(buf, Op.READ_RESP, flags, 0, qp.destQpNum, qp.qpNum, psn + k, 0, 0, 0, msgLen, 0, off, plen)
+    qp.device.transmit(buf, HDR + plen, qp.peerHost, qp.peerPort)
+  }
+  if (!duplicate) {
+    qp.ePsn += npkts
+    qp.nakSeqSent = false
+  }
+  return true
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// ACK and NAK
+// ---------------------------------------------------------------------------------------------------------------------
+
+const sendNak = (qp: SoftQp, syndrome: number, psn: number, imm: number): void => {
+  const buf = qp.device.slot()
+  writeHeader(buf, Op.NAK, Flag.ACK_VALID, syndrome, qp.destQpNum, qp.qpNum, psn, psn - 1, imm, 0, 0, 0, 0, 0)
+  qp.ackPending = false
+  qp.device.transmit(buf, HDR, qp.peerHost, qp.peerPort)
+}
+
+/** Sends the owed coalesced ACK (the device calls this once per event-loop turn). */
+export const sendAck = (qp: SoftQp): void => {
+  if (!qp.ackPending) return
+  qp.ackPending = false
+  qp.rxSinceAck = 0
+  if (qp.state === QpState.ERR || qp.state === QpState.RESET || qp.state === QpState.INIT) return
+  const buf = qp.device.slot()
+  writeHeader(buf, Op.ACK, Flag.ACK_VALID, 0, qp.destQpNum, qp.qpNum, 0, qp.ePsn - 1, 0, 0, 0, 0, 0, 0)
+  qp.device.transmit(buf, HDR, qp.peerHost, qp.peerPort)
+}
