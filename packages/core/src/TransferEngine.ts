@@ -13,14 +13,14 @@
  * @since 0.1.0
  */
 import { RailHealth } from "@tent/health"
-import type { InvalidEntry, Notification, NotificationTooLarge, ServerError, TransportFailure } from "@tent/rpc"
-import { type BootstrapRejected, DescriptorCache, Registry, RpcAgent, RpcConfig, Server } from "@tent/rpc"
-import { AccessFlags, type DeviceNotFound, type MemoryRegion, type RdmaError, SoftVerbs, type Verbs } from "@tent/verbs"
+import type { InvalidEntry, Notification, ServerError, TransportFailure } from "@tent/rpc"
+import { DescriptorCache, Registry, RpcAgent, RpcConfig, Server } from "@tent/rpc"
+import { AccessFlags, type MemoryRegion, type RdmaError, SoftVerbs, type Verbs } from "@tent/verbs"
 import { Channel, Chunk, Context, Effect, Layer, Queue, Scope, Stream } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import * as Diagnostics from "./Diagnostics.js"
 import * as EngineConfig from "./EngineConfig.js"
-import { type EndpointUnavailable, NotificationNotSupported, SegmentNotFound } from "./Errors.js"
+import { NotificationNotSupported, SegmentNotFound } from "./Errors.js"
 import * as Delivery from "./internal/Delivery.js"
 import * as Handlers from "./internal/Handlers.js"
 import * as LocalSegment from "./internal/LocalSegment.js"
@@ -50,16 +50,7 @@ export interface LocalBuffer {
 }
 
 /** Everything `sendNotification` can fail with (legacy routing: the first transport's errors, unchanged). */
-export type SendNotificationError =
-  | DeviceNotFound
-  | RdmaError
-  | TransportFailure
-  | BootstrapRejected
-  | InvalidEntry
-  | NotificationTooLarge
-  | EndpointUnavailable
-  | NotificationNotSupported
-  | SegmentNotFound
+export type SendNotificationError = RdmaTransport.RdmaNotifyError | NotificationNotSupported | SegmentNotFound
 
 /** The operations of the engine. */
 export interface TransferEngineShape {
