@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { Options } from "@effect/cli"
-import { EngineConfig, Series, TransferEngine } from "@tent/core"
+import { Diagnostics, EngineConfig, Series, TransferEngine } from "@tent/core"
 import { RailHealth } from "@tent/health"
 import { Ibverbs, SoftVerbs, type Verbs } from "@tent/verbs"
 import { Context, Effect, Layer, Option, type Scope } from "effect"
@@ -66,12 +66,25 @@ export const verbsLayer = (o: NodeOptions): Layer.Layer<Verbs, import("@tent/ver
         Context.omit(SoftVerbs.SoftVerbsControl)(c)
       )
 
-/** Builds the node's engine in the current scope. */
-export const makeEngine = (o: NodeOptions): Effect.Effect<TransferEngine.TransferEngineShape, unknown, Scope.Scope> =>
+/** A node: its engine and the engine's `Diagnostics`. */
+export interface EngineNode {
+  readonly engine: TransferEngine.TransferEngineShape
+  readonly diagnostics: Diagnostics.DiagnosticsShape
+}
+
+/** Builds the node's engine (and its `Diagnostics`) in the current scope. */
+export const makeNode = (o: NodeOptions): Effect.Effect<EngineNode, unknown, Scope.Scope> =>
   TransferEngine.layer.pipe(
     Layer.provide([verbsLayer(o), Series.legacy]),
     Layer.provide(RailHealth.layerConfig),
     Layer.provide(EngineConfig.layerProvider(configSource(o))),
     Layer.build,
-    Effect.map(Context.get(TransferEngine.TransferEngine))
+    Effect.map((ctx) => ({
+      engine: Context.get(ctx, TransferEngine.TransferEngine),
+      diagnostics: Context.get(ctx, Diagnostics.Diagnostics)
+    }))
   )
+
+/** Builds the node's engine in the current scope. */
+export const makeEngine = (o: NodeOptions): Effect.Effect<TransferEngine.TransferEngineShape, unknown, Scope.Scope> =>
+  Effect.map(makeNode(o), (n) => n.engine)

@@ -5,18 +5,18 @@
  * @since 0.1.0
  */
 import { Args, Command } from "@effect/cli"
-import type { TransferEngine } from "@tent/core"
+import type { Diagnostics } from "@tent/core"
 import { makeNotification } from "@tent/rpc"
 import { Console, Effect } from "effect"
-import { makeEngine, nodeOptions } from "../Node.js"
+import { makeNode, nodeOptions } from "../Node.js"
 import { CliFailure, failWith } from "../Render.js"
 
 /** Waits (at most `ms`) until no notify SEND of this engine is in flight, so leaving does not drop one. */
-export const drained = (engine: TransferEngine.TransferEngineShape, peer: string, ms = 10_000) =>
+export const drained = (diagnostics: Diagnostics.DiagnosticsShape, peer: string, ms = 10_000) =>
   Effect.gen(function* () {
     const deadline = Date.now() + ms
     for (;;) {
-      const eps = yield* engine.rdma?.endpoints ?? Effect.succeed([])
+      const eps = yield* diagnostics.endpoints
       const pending = eps.reduce((n, e) => n + e.pending, 0)
       if (pending === 0) return
       if (Date.now() >= deadline) {
@@ -45,10 +45,10 @@ export const command = Command.make(
   (o) =>
     Effect.scoped(
       Effect.gen(function* () {
-        const engine = yield* makeEngine(o)
+        const { engine, diagnostics } = yield* makeNode(o)
         const t0 = performance.now()
         yield* engine.sendNotification(o.peer, makeNotification(o.name, o.msg))
-        yield* drained(engine, o.peer)
+        yield* drained(diagnostics, o.peer)
         yield* Console.log(`sent ${o.name} to ${o.peer} in ${(performance.now() - t0).toFixed(1)} ms`)
       })
     ).pipe(failWith("send", o.peer))

@@ -11,7 +11,7 @@ import { Command, Options } from "@effect/cli"
 import { EngineConfig } from "@tent/core"
 import { makeNotification, RpcAgent, RpcConfig } from "@tent/rpc"
 import { Console, Effect, Layer, Option } from "effect"
-import { configSource, makeEngine, nodeOptions } from "../Node.js"
+import { configSource, makeNode, nodeOptions } from "../Node.js"
 import { CliFailure, failWith } from "../Render.js"
 import { drained, peerArg } from "./Send.js"
 
@@ -57,7 +57,7 @@ export const command = Command.make(
           const [first] = Array.from(m)
           return first === undefined ? Option.none() : Option.some(makeNotification(first[0], first[1]))
         })
-        const engine = yield* makeEngine(o)
+        const { engine, diagnostics } = yield* makeNode(o)
         const agent = yield* RpcAgent.make.pipe(
           Effect.provide(RpcConfig.layerConfig.pipe(Layer.provide(EngineConfig.layerProvider(configSource(o)))))
         )
@@ -97,7 +97,7 @@ export const command = Command.make(
           )
         }
         const ms = performance.now() - t0
-        if (Option.isSome(notification)) yield* drained(engine, o.peer)
+        if (Option.isSome(notification)) yield* drained(diagnostics, o.peer)
         const sha = createHash("sha256").update(data).digest("hex")
         if (o.verify) {
           const back = Buffer.alloc(o.bytes)

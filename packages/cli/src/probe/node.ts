@@ -12,7 +12,7 @@
  * @since 0.1.0
  */
 import { createInterface } from "node:readline"
-import { EngineConfig, Series, TransferEngine } from "@tent/core"
+import { Diagnostics, EngineConfig, Series, TransferEngine } from "@tent/core"
 import { RailHealth } from "@tent/health"
 import { SoftVerbs } from "@tent/verbs"
 import { Effect, Fiber, Layer, Logger, Stream } from "effect"
@@ -53,7 +53,8 @@ type Reply = Record<string, unknown>
 const program = Effect.gen(function* () {
   const engine = yield* TransferEngine.TransferEngine
   const control = yield* SoftVerbs.SoftVerbsControl
-  const rdma = engine.rdma as NonNullable<typeof engine.rdma>
+  const diagnostics = yield* Diagnostics.Diagnostics
+  const rdma = diagnostics.counters.rdma as NonNullable<typeof diagnostics.counters.rdma>
   const memory = Buffer.alloc(opts.segmentSize)
   const segment = yield* engine.registerSegment(memory)
   const counter = new Stamp.Counter()
@@ -79,36 +80,37 @@ const program = Effect.gen(function* () {
   let loopSent = 0
 
   /** Scenario 1's fault: the initiator's notify channel towards `target` disabled (TENT `notify_connected_ = false`). */
-  const disable = (target: string) => {
-    for (const d of rdma.devices)
-      for (const ep of d.store.active.values()) if (ep.segment === target) ep.connected = false
-    progress.disabled = true
-  }
+  const disable = (target: string) =>
+    Effect.suspend(() => {
+      progress.disabled = true
+      return diagnostics.disableNotify(target)
+    })
 
   const handle = (req: Reply): Effect.Effect<Reply, unknown> =>
     Effect.gen(function* () {
       switch (req.cmd) {
         case "counts":
-          return { ...counter.counts, unknownQp: rdma.counters.unknownQp, notifyErrors: rdma.counters.notifyErrors }
+          return { ...counter.counts, unknownQp: rdma.unknownQp, notifyErrors: rdma.notifyErrors }
         case "recoveryAfter": {
           const t = req.t as number
           return { at: counter.recoveryAt.find((x) => x >= t) ?? null }
         }
         case "fault": {
           if (req.kind === "notifyQpError") {
-            const eps = (yield* rdma.endpoints).filter((e) => e.notifyQpNum !== 0)
+            const eps = (yield* diagnostics.endpoints).filter((e) => e.notifyQpNum !== 0)
             for (const e of eps) yield* control.forceQpError(e.localNic, e.notifyQpNum)
             return { endpoints: eps.length }
           }
           // Retirement from a fiber other than the notify poller, with completions left unpolled meanwhile.
-          yield* rdma.pauseNotifyPoller(true)
+          yield* diagnostics.pauseNotifyPoller(true)
           yield* Effect.sleep(req.holdMs as number)
-          const before = rdma.counters.unknownQp
+          const before = rdma.unknownQp
           let retired = 0
-          for (const e of yield* rdma.endpoints) if (yield* rdma.retire(e.localNic, e.peerNicPath)) retired++
-          yield* rdma.pauseNotifyPoller(false)
+          for (const e of yield* diagnostics.endpoints)
+            if (yield* diagnostics.retire(e.localNic, e.peerNicPath)) retired++
+          yield* diagnostics.pauseNotifyPoller(false)
           yield* Effect.sleep(200)
-          return { retired, unknownQp: rdma.counters.unknownQp - before }
+          return { retired, unknownQp: rdma.unknownQp - before }
         }
         case "open": {
           const target = req.target as string
@@ -125,10 +127,15 @@ const program = Effect.gen(function* () {
           const disableAt = (req.disableAt as number | undefined) ?? -1
           const handleId = yield* engine.openSegment(target)
           const remote = req.remoteAddr as number
-          const attempt = () => {
-            if (disableAt >= 0 && !progress.disabled && progress.attempted >= disableAt) disable(target)
-            progress.attempted++
-          }
+          // The fault, when due, goes in before the attempt is counted (and before its send).
+          const attempt = Effect.suspend(() =>
+            Effect.map(
+              disableAt >= 0 && !progress.disabled && progress.attempted >= disableAt ? disable(target) : Effect.void,
+              () => {
+                progress.attempted++
+              }
+            )
+          )
           const fail = (e: unknown) => {
             progress.failed++
             progress.lastError = (e as { _tag?: string })._tag ?? String(e)
@@ -142,7 +149,7 @@ const program = Effect.gen(function* () {
             Array.from({ length: count }, (_, i) => i),
             (i) =>
               Effect.gen(function* () {
-                attempt()
+                yield* attempt
                 transfersAttempted++
                 const batch = yield* engine.allocateBatch
                 const off = (i % SLOTS) * TRANSFER_BYTES
@@ -181,7 +188,7 @@ const program = Effect.gen(function* () {
             (seq) =>
               Effect.gen(function* () {
                 while (!transfersDone && transfersAttempted < seq - count - lead) yield* Effect.sleep(5)
-                attempt()
+                yield* attempt
                 progress.standalone++
                 progress.callStart = performance.now()
                 const r = yield* Effect.either(engine.sendNotification(target, Stamp.stamp(session, seq, "standalone")))
@@ -207,7 +214,7 @@ const program = Effect.gen(function* () {
           if (progress.callStart > 0) calls.push(performance.now() - progress.callStart)
           let max = 0
           for (let i = 1; i < calls.length; i++) if ((calls[i] as number) > (calls[max] as number)) max = i
-          const pendingNotify = (yield* rdma.endpoints).reduce((n, e) => n + e.pending, 0)
+          const pendingNotify = (yield* diagnostics.endpoints).reduce((n, e) => n + e.pending, 0)
           return {
             attempted: progress.attempted,
             standalone: progress.standalone,
