@@ -3,7 +3,7 @@
  * RDMA WRITE. Prints `{gid, qpNum, psn, addr, rkey}`, then takes `{"cmd":"connect",...}` on stdin.
  */
 import { createInterface } from "node:readline"
-import { AccessFlags, gidFromString, gidToString, QpType, Rc, SoftVerbs, WorkCompletion, WrOpcode } from "@tent/verbs"
+import { AccessFlags, gidFromString, gidToString, Rc, SoftVerbs, WorkCompletion, WrOpcode } from "@tent/verbs"
 import { Effect } from "effect"
 
 const SLOT = 256
@@ -11,15 +11,7 @@ const SLOTS = 4096
 
 const program = Effect.gen(function* () {
   const { verbs } = yield* SoftVerbs.make({ devices: [{ name: "echo0" }] })
-  const ctx = yield* verbs.openDevice("echo0")
-  const pd = yield* ctx.allocPd
-  const cq = yield* ctx.createCq(16384)
-  const qp = yield* pd.createQp({
-    sendCq: cq,
-    recvCq: cq,
-    qpType: QpType.RC,
-    cap: { maxSendWr: SLOTS, maxRecvWr: SLOTS, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
-  })
+  const { ctx, pd, cq, qp } = yield* Rc.open(verbs, "echo0", { cqe: 16384, maxSendWr: SLOTS, maxRecvWr: SLOTS })
   const ring = Buffer.alloc(SLOT * SLOTS)
   const ringMr = yield* pd.regMr(ring, AccessFlags.LOCAL_WRITE)
   const sink = Buffer.alloc(64 << 20)

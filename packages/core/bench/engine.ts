@@ -18,7 +18,6 @@ import {
   AccessFlags,
   gidFromString,
   gidToString,
-  QpType,
   Rc,
   SendFlags,
   SoftVerbs,
@@ -45,15 +44,7 @@ const floors = (rounds: number, warmup: number, warmMb: number, writeMb: number)
       here("echo-peer.ts")
     )
     const { verbs } = yield* SoftVerbs.make({ devices: [{ name: "floor0" }] })
-    const ctx = yield* verbs.openDevice("floor0")
-    const pd = yield* ctx.allocPd
-    const cq = yield* ctx.createCq(16384)
-    const qp = yield* pd.createQp({
-      sendCq: cq,
-      recvCq: cq,
-      qpType: QpType.RC,
-      cap: { maxSendWr: 4096, maxRecvWr: 4096, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
-    })
+    const { ctx, pd, cq, qp } = yield* Rc.open(verbs, "floor0", { cqe: 16384, maxSendWr: 4096, maxRecvWr: 4096 })
     const buf = Buffer.alloc(64 << 20)
     const mr = yield* pd.regMr(buf, AccessFlags.LOCAL_WRITE)
     const psn = Rc.randomPsn()

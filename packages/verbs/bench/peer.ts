@@ -14,7 +14,6 @@ import {
   AccessFlags,
   gidFromString,
   gidToString,
-  QpType,
   Rc,
   type RecvWr,
   type SendWr,
@@ -57,14 +56,11 @@ const program = Effect.gen(function* () {
 
   // SoftVerbs.
   const { verbs } = yield* SoftVerbs.make({ devices: [{ name: "bench1" }] })
-  const ctx = yield* verbs.openDevice("bench1")
-  const pd = yield* ctx.allocPd
-  const cq = yield* ctx.createCq(8192)
-  const qp = yield* pd.createQp({
-    sendCq: cq,
-    recvCq: cq,
-    qpType: QpType.RC,
-    cap: { maxSendWr: 1024, maxRecvWr: RECVS, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
+  const { ctx, pd, cq, qp } = yield* Rc.open(verbs, "bench1", {
+    cqe: 8192,
+    maxSendWr: 1024,
+    maxRecvWr: RECVS,
+    maxInlineData: 64
   })
   const recvBuf = Buffer.alloc(SLOT * RECVS)
   const writeBuf = Buffer.alloc(64 * MB)

@@ -20,7 +20,6 @@ import {
   type CompletionQueue,
   gidFromString,
   gidToString,
-  QpType,
   type QueuePair,
   Rc,
   type RecvWr,
@@ -269,14 +268,11 @@ export const run = (options: BenchOptions): Promise<ReadonlyArray<BenchResult>> 
         const device = yield* control.device("bench0")
         const health = () =>
           `retransmits ${device.counters.retransmits}, seq NAKs ${device.counters.seqNaksSent}, duplicates ${device.counters.duplicates}`
-        const ctx = yield* verbs.openDevice("bench0")
-        const pd = yield* ctx.allocPd
-        const cq = yield* ctx.createCq(8192)
-        const qp = yield* pd.createQp({
-          sendCq: cq,
-          recvCq: cq,
-          qpType: QpType.RC,
-          cap: { maxSendWr: 1024, maxRecvWr: 256, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
+        const { ctx, pd, cq, qp } = yield* Rc.open(verbs, "bench0", {
+          cqe: 8192,
+          maxSendWr: 1024,
+          maxRecvWr: 256,
+          maxInlineData: 64
         })
         const buf = Buffer.alloc(4 * MB)
         const mr = yield* pd.regMr(buf, AccessFlags.LOCAL_WRITE)

@@ -11,7 +11,6 @@ import {
   ackTimeoutMs,
   gidFromString,
   gidToString,
-  QpType,
   Rc,
   SoftVerbs,
   WcStatus,
@@ -67,15 +66,7 @@ const program = Effect.gen(function* () {
   log("initiator", `started the responder as process ${child.pid}`)
 
   const { control, verbs } = yield* SoftVerbs.make({ devices: [{ name: "soft0" }] })
-  const ctx = yield* verbs.openDevice("soft0")
-  const pd = yield* ctx.allocPd
-  const cq = yield* ctx.createCq(256)
-  const qp = yield* pd.createQp({
-    sendCq: cq,
-    recvCq: cq,
-    qpType: QpType.RC,
-    cap: { maxSendWr: 64, maxRecvWr: 64, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
-  })
+  const { ctx, pd, cq, qp } = yield* Rc.open(verbs, "soft0", { cqe: 256, maxSendWr: 64, maxRecvWr: 64 })
   const buf = Buffer.alloc(1 << 20)
   const mr = yield* pd.regMr(buf, AccessFlags.LOCAL_WRITE)
   const psn = Rc.randomPsn()

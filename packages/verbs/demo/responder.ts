@@ -7,7 +7,6 @@ import {
   AccessFlags,
   gidFromString,
   gidToString,
-  QpType,
   Rc,
   SoftVerbs,
   WcOpcode,
@@ -20,15 +19,7 @@ const say = (line: string) => process.send?.({ log: line })
 
 const program = Effect.gen(function* () {
   const { control, verbs } = yield* SoftVerbs.make({ devices: [{ name: "soft1" }] })
-  const ctx = yield* verbs.openDevice("soft1")
-  const pd = yield* ctx.allocPd
-  const cq = yield* ctx.createCq(256)
-  const qp = yield* pd.createQp({
-    sendCq: cq,
-    recvCq: cq,
-    qpType: QpType.RC,
-    cap: { maxSendWr: 64, maxRecvWr: 64, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
-  })
+  const { ctx, pd, cq, qp } = yield* Rc.open(verbs, "soft1", { cqe: 256, maxSendWr: 64, maxRecvWr: 64 })
   const buf = Buffer.alloc(1 << 20)
   const mr = yield* pd.regMr(buf, AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE)
   const psn = Rc.randomPsn()

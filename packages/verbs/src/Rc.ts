@@ -4,10 +4,11 @@
  *
  * @since 0.1.0
  */
+import type { Scope } from "effect"
 import { Effect } from "effect"
-import { AccessFlags, QpAttrMask as M, Mtu, QpState } from "./Constants.js"
-import type { RdmaError } from "./Errors.js"
-import type { Gid, QueuePair } from "./Verbs.js"
+import { AccessFlags, QpAttrMask as M, Mtu, QpState, QpType } from "./Constants.js"
+import type { DeviceNotFound, RdmaError } from "./Errors.js"
+import type { CompletionQueue, DeviceContext, Gid, ProtectionDomain, QueuePair, VerbsShape } from "./Verbs.js"
 
 /** What one side tells the other so that it can connect (TENT exchanges this in its bootstrap). */
 export interface RcPeer {
@@ -99,3 +100,44 @@ export const connect = (
 
 /** A random 24-bit initial PSN, as `ibv_rc_pingpong` picks one. */
 export const randomPsn = (): number => Math.floor(Math.random() * 0xffffff)
+
+/** The sizes of the RC QP that `open` creates. */
+export interface OpenOptions {
+  /** Entries of the one CQ that serves both send and receive. */
+  readonly cqe: number
+  readonly maxSendWr: number
+  readonly maxRecvWr: number
+  /** Defaults to 0. */
+  readonly maxInlineData?: number
+  readonly sqSigAll?: boolean
+}
+
+/** Opens `deviceName` and creates a PD, one CQ and an RC QP (in RESET, one SGE each way) on it, all in the scope. */
+export const open = (
+  verbs: VerbsShape,
+  deviceName: string,
+  options: OpenOptions
+): Effect.Effect<
+  { ctx: DeviceContext; pd: ProtectionDomain; cq: CompletionQueue; qp: QueuePair },
+  RdmaError | DeviceNotFound,
+  Scope.Scope
+> =>
+  Effect.gen(function* () {
+    const ctx = yield* verbs.openDevice(deviceName)
+    const pd = yield* ctx.allocPd
+    const cq = yield* ctx.createCq(options.cqe)
+    const qp = yield* pd.createQp({
+      sendCq: cq,
+      recvCq: cq,
+      qpType: QpType.RC,
+      cap: {
+        maxSendWr: options.maxSendWr,
+        maxRecvWr: options.maxRecvWr,
+        maxSendSge: 1,
+        maxRecvSge: 1,
+        maxInlineData: options.maxInlineData ?? 0
+      },
+      ...(options.sqSigAll === undefined ? {} : { sqSigAll: options.sqSigAll })
+    })
+    return { ctx, pd, cq, qp }
+  })

@@ -6,7 +6,6 @@ import {
   gidFromString,
   gidToString,
   QpState,
-  QpType,
   Rc,
   SoftVerbs,
   WcStatus,
@@ -38,16 +37,8 @@ const connectToPeer = (params: Partial<Rc.RcParams>) =>
   Effect.gen(function* () {
     const peer = yield* spawnChild<PeerReady>(fixture("soft-peer.ts"))
     const { control, verbs } = yield* SoftVerbs.make({ devices: [{ name: "local" }] })
-    const ctx = yield* verbs.openDevice("local")
+    const { ctx, pd, cq, qp } = yield* Rc.open(verbs, "local", { cqe: 4096, maxSendWr: 1024, maxRecvWr: 64 })
     const device = yield* control.device("local")
-    const pd = yield* ctx.allocPd
-    const cq = yield* ctx.createCq(4096)
-    const qp = yield* pd.createQp({
-      sendCq: cq,
-      recvCq: cq,
-      qpType: QpType.RC,
-      cap: { maxSendWr: 1024, maxRecvWr: 64, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
-    })
     const buf = Buffer.alloc(1 << 20)
     const mr = yield* pd.regMr(buf, AccessFlags.LOCAL_WRITE)
     const psn = Rc.randomPsn()
