@@ -4,23 +4,12 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Exit, Fiber, Layer } from "effect"
-import { type BootstrapDesc, makeNotification, RpcAgent, RpcConfig, TransportFailure } from "../src/index.js"
-import { makeAgent, startServer } from "./helpers.js"
-
-const desc = (local: string): BootstrapDesc => ({
-  local_nic_path: local,
-  peer_nic_path: "b@soft0",
-  qp_num: [1],
-  local_lid: 0,
-  local_gid: "fe80::1",
-  reply_msg: "",
-  notify_qp_num: 2,
-  notify_proto: 0
-})
+import { makeNotification, RpcAgent, RpcConfig, TransportFailure } from "../src/index.js"
+import { bootstrapDesc, makeAgent, startServer } from "./helpers.js"
 
 /** The seven guarded entry points, each as one call to `address`. */
 const everyCall = (agent: RpcAgent.RpcAgentShape, address: string) => ({
-  bootstrap: agent.bootstrap(address, desc("a@soft0")),
+  bootstrap: agent.bootstrap(address, bootstrapDesc("a@soft0")),
   notify: agent.notify(address, makeNotification("n", "m")),
   getSegmentDesc: agent.getSegmentDesc(address),
   probe: agent.probe(address),
@@ -78,7 +67,7 @@ describe("RpcAgent.decorate", () => {
         expect(recorded).toEqual(Array(7).fill({ address: at, failure: undefined }))
 
         recorded.length = 0
-        const rejected = yield* Effect.flip(agent.bootstrap(at, desc("reject")))
+        const rejected = yield* Effect.flip(agent.bootstrap(at, bootstrapDesc("reject")))
         expect(rejected._tag).toBe("BootstrapRejected")
         const tooLarge = yield* Effect.flip(agent.notify(at, makeNotification("n", new Uint8Array(100))))
         expect(tooLarge._tag).toBe("NotificationTooLarge")

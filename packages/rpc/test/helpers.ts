@@ -1,5 +1,12 @@
 import { Effect, Layer, type Scope } from "effect"
-import { type ControlPlaneHandlers, type Notification, RpcAgent, RpcConfig, Server } from "../src/index.js"
+import {
+  type BootstrapDesc,
+  type ControlPlaneHandlers,
+  type Notification,
+  RpcAgent,
+  RpcConfig,
+  Server
+} from "../src/index.js"
 import { makeHandlers } from "./fixtures/handlers.js"
 
 /** An agent with the given raw config values, closed with the scope. */
@@ -30,3 +37,15 @@ export const timed = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<[A, 
     const a = yield* self
     return [a, performance.now() - t0] as [A, number]
   })
+
+/** A `Bootstrap` descriptor from `local` (the test handlers reject `"reject"` and swap the two paths otherwise). */
+export const bootstrapDesc = (local: string): BootstrapDesc => ({
+  local_nic_path: local,
+  peer_nic_path: "peer@soft1",
+  qp_num: [11, 12],
+  local_lid: 0,
+  local_gid: "fe:80::1",
+  reply_msg: "",
+  notify_qp_num: 13,
+  notify_proto: 1
+})

@@ -4,20 +4,9 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
-import { type BootstrapDesc, makeNotification, type Notification, notificationText, Server } from "../src/index.js"
+import { makeNotification, type Notification, notificationText, Server } from "../src/index.js"
 import { makeHandlers } from "./fixtures/handlers.js"
-import { makeAgent } from "./helpers.js"
-
-const desc: BootstrapDesc = {
-  local_nic_path: "a@soft0",
-  peer_nic_path: "b@soft0",
-  qp_num: [1],
-  local_lid: 0,
-  local_gid: "fe80::1",
-  reply_msg: "",
-  notify_qp_num: 2,
-  notify_proto: 0
-}
+import { bootstrapDesc, makeAgent } from "./helpers.js"
 
 describe("Server.layerListener + Server.serve", () => {
   it.scopedLive("the address is known before serve; calls made before serve are answered once it attaches", () =>
@@ -31,7 +20,7 @@ describe("Server.layerListener + Server.serve", () => {
       const early = yield* Effect.fork(
         Effect.all([
           agent.notify(listener.address, makeNotification("early", "1")),
-          agent.bootstrap(listener.address, desc),
+          agent.bootstrap(listener.address, bootstrapDesc("me@soft0")),
           agent.notify(listener.address, makeNotification("early", "2"))
         ])
       )
@@ -45,7 +34,7 @@ describe("Server.layerListener + Server.serve", () => {
       )
       expect(served.address).toBe(listener.address)
       const [, reply] = yield* Fiber.join(early)
-      expect(reply.local_nic_path).toBe("b@soft0")
+      expect(reply.local_nic_path).toBe("peer@soft1")
       expect(received.map((n) => notificationText(n).msg)).toEqual(["1", "2"])
       expect((yield* agent.getSegmentDesc(listener.address)).name).toBe(listener.address)
     })

@@ -1,7 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import {
-  type BootstrapDesc,
   BootstrapRejected,
   ControlPlane,
   InvalidEntry,
@@ -14,18 +13,7 @@ import {
 } from "../src/index.js"
 import { makeHandlers } from "./fixtures/handlers.js"
 import { spawnPeer } from "./fixtures/process.js"
-import { makeAgent, startServer } from "./helpers.js"
-
-const desc = (local: string): BootstrapDesc => ({
-  local_nic_path: local,
-  peer_nic_path: "peer@soft1",
-  qp_num: [11, 12],
-  local_lid: 0,
-  local_gid: "fe:80::1",
-  reply_msg: "",
-  notify_qp_num: 13,
-  notify_proto: 1
-})
+import { bootstrapDesc, makeAgent, startServer } from "./helpers.js"
 
 describe("live peer (its own process)", () => {
   it.scopedLive("every RPC round-trips and a typed error arrives as its class", () =>
@@ -37,7 +25,7 @@ describe("live peer (its own process)", () => {
       yield* agent.probe(address)
       yield* agent.notify(address, makeNotification("req-1", Buffer.from([0, 255, 0, 1])))
 
-      const reply = yield* agent.bootstrap(address, desc("me@soft0"))
+      const reply = yield* agent.bootstrap(address, bootstrapDesc("me@soft0"))
       expect(reply.local_nic_path).toBe("peer@soft1")
       expect(reply.qp_num).toEqual([1011, 1012])
       expect(reply.notify_proto).toBe(1)
@@ -46,7 +34,7 @@ describe("live peer (its own process)", () => {
       expect(seg.name).toBe(address)
       expect(seg.buffers[0]?.rkey).toEqual([42])
 
-      const rejected = yield* Effect.flip(agent.bootstrap(address, desc("reject")))
+      const rejected = yield* Effect.flip(agent.bootstrap(address, bootstrapDesc("reject")))
       expect(rejected).toBeInstanceOf(BootstrapRejected)
       expect(rejected.message).toContain("NOT_READY")
 
@@ -108,7 +96,7 @@ describe("in-process server", () => {
     Effect.gen(function* () {
       const server = yield* startServer()
       const agent = yield* makeAgent()
-      const bad = yield* Effect.flip(agent.bootstrap(server.address, { ...desc("x"), qp_num: [-1] }))
+      const bad = yield* Effect.flip(agent.bootstrap(server.address, { ...bootstrapDesc("x"), qp_num: [-1] }))
       expect(bad).toMatchObject({ _tag: "TransportFailure", reason: "Protocol" })
       const addr = yield* Effect.flip(agent.probe("not-an-address"))
       expect(addr).toMatchObject({ _tag: "TransportFailure", reason: "Refused" })
@@ -155,9 +143,9 @@ describe("stock @effect/rpc path (NodeSocketServer, msgpack)", () => {
       expect(bound.port).toBeGreaterThan(0)
       const client = yield* Stock.makeClient({ host: bound.host, port: bound.port, disableTracing: true })
       yield* client.Notify(makeNotification("a", "b"))
-      const reply = yield* client.Bootstrap(desc("me@soft0"))
+      const reply = yield* client.Bootstrap(bootstrapDesc("me@soft0"))
       expect(reply.qp_num).toEqual([1011, 1012])
-      const rejected = yield* Effect.flip(client.Bootstrap(desc("reject")))
+      const rejected = yield* Effect.flip(client.Bootstrap(bootstrapDesc("reject")))
       expect(rejected).toBeInstanceOf(BootstrapRejected)
       expect((yield* client.GetSegmentDesc()).name).toBe(address)
     })

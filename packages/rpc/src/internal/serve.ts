@@ -7,7 +7,7 @@ import { NotificationTooLarge } from "../Errors.js"
 import * as NotifyWire from "../NotifyWire.js"
 import { allSpecs, dataSpecByTag, notificationAt, type RpcSpec, specByTag } from "./codec.js"
 import type { DataHandlers } from "./data.js"
-import { FrameReader, Kind } from "./frame.js"
+import { FrameReader, type FrameWriter, Kind } from "./frame.js"
 import { FramedSocket } from "./framed.js"
 
 interface Client {
@@ -243,25 +243,11 @@ export const makeConnectionHandler = (
 const writeExit = (client: Client, id: number, spec: RpcSpec, exit: Exit.Exit<unknown, unknown>): void => {
   const w = client.framed.writer
   if (Exit.isSuccess(exit)) {
-    w.begin(Kind.Success, id)
-    try {
-      spec.success.encode(w, exit.value)
-    } catch (e) {
-      w.abort()
-      w.begin(Kind.Defect, id)
-      w.utf8(`${spec.tag} reply does not encode: ${String(e)}`)
-    }
+    writeBody(w, id, spec, true, exit.value)
   } else {
     const failure = Cause.failureOption(exit.cause)
     if (failure._tag === "Some") {
-      w.begin(Kind.Failure, id)
-      try {
-        spec.error.encode(w, failure.value)
-      } catch (e) {
-        w.abort()
-        w.begin(Kind.Defect, id)
-        w.utf8(`${spec.tag} error does not encode: ${String(e)}`)
-      }
+      writeBody(w, id, spec, false, failure.value)
     } else if (Cause.isInterruptedOnly(exit.cause)) {
       w.begin(Kind.Interrupted, id)
     } else {
@@ -274,10 +260,22 @@ const writeExit = (client: Client, id: number, spec: RpcSpec, exit: Exit.Exit<un
   client.framed.flushSoon()
 }
 
+/** A `Success` (or `Failure`) frame with `value` encoded; a `Defect` frame when it does not encode. */
+const writeBody = (w: FrameWriter, id: number, spec: RpcSpec, success: boolean, value: unknown): void => {
+  const codec = success ? spec.success : spec.error
+  w.begin(success ? Kind.Success : Kind.Failure, id)
+  try {
+    codec.encode(w, value)
+  } catch (e) {
+    w.abort()
+    w.begin(Kind.Defect, id)
+    w.utf8(`${spec.tag} ${success ? "reply" : "error"} does not encode: ${String(e)}`)
+  }
+}
+
 /** Replies to request `id` with a typed error. */
 const writeFailure = (framed: FramedSocket, id: number, spec: RpcSpec, error: unknown): void => {
-  framed.writer.begin(Kind.Failure, id)
-  spec.error.encode(framed.writer, error)
+  writeBody(framed.writer, id, spec, false, error)
   framed.writer.end()
   framed.flushSoon()
 }
