@@ -2,7 +2,7 @@ import { Cause, Context, Duration, Effect, Exit, Layer, type Scope } from "effec
 import type { ControlPlaneTag, DataReplyError, PayloadOf, ReplyErrorOf, SuccessOf } from "./ControlPlane.js"
 import { DataTooLarge, NotificationTooLarge, SegmentRangeInvalid, TransportFailure } from "./Errors.js"
 import { parseAddress } from "./internal/address.js"
-import { DATA_HEADER, dataSpecByTag, maxFrameBytes, type RpcSpec, specByTag } from "./internal/codec.js"
+import { dataSpecByTag, maxFrameBytes, type RpcSpec, specByTag } from "./internal/codec.js"
 import { Connection } from "./internal/connection.js"
 import type { BootstrapDesc, Notification, SegmentDesc } from "./Models.js"
 import { defaults, RpcConfig } from "./RpcConfig.js"
@@ -81,7 +81,7 @@ export class RpcAgent extends Context.Tag("@tent/rpc/RpcAgent")<RpcAgent, RpcAge
 export const make: Effect.Effect<RpcAgentShape, never, RpcConfig | Scope.Scope> = Effect.gen(function* () {
   const settings = yield* RpcConfig
   const maxDataBytes = settings.maxDataBytes ?? defaults.max_data_bytes
-  const maxFrame = maxFrameBytes(Math.max(settings.maxNotifyBytes, maxDataBytes + DATA_HEADER))
+  const maxFrame = maxFrameBytes(settings.maxNotifyBytes, maxDataBytes)
   const connections = new Map<string, Connection>()
   let closed = false
   const onDead = (c: Connection) => {
@@ -222,15 +222,3 @@ export const decorate = (agent: RpcAgentShape, guard: CallGuard): RpcAgentShape 
     connections: agent.connections
   }
 }
-
-/**
- * The agent decorated with the guard `guard` builds ({@link decorate}), as the {@link RpcAgent} Layer: e.g.
- * `layerDecorated(Effect.map(PeerHealth, (h) => h.guard))`.
- */
-export const layerDecorated = <E, R>(
-  guard: Effect.Effect<CallGuard, E, R>
-): Layer.Layer<RpcAgent, E, RpcConfig | Exclude<R, Scope.Scope>> =>
-  Layer.scoped(
-    RpcAgent,
-    Effect.flatMap(make, (agent) => Effect.map(guard, (g) => decorate(agent, g)))
-  )

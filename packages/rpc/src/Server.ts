@@ -1,18 +1,25 @@
 import { Config, type ConfigError, Context, Effect, Layer, type Scope } from "effect"
 import type { ControlPlaneHandlers } from "./ControlPlane.js"
 import { ServerError } from "./Errors.js"
-import { DATA_HEADER, maxFrameBytes } from "./internal/codec.js"
 import { makeDataHandlers } from "./internal/data.js"
-import { BoundListener, bind } from "./internal/listener.js"
+import { type BoundListener, bind } from "./internal/listener.js"
 import { makeConnectionHandler } from "./internal/serve.js"
 import { defaults, RpcConfig } from "./RpcConfig.js"
 
-/** Where a control-plane server listens; with port 0 requested, `port` is the one the kernel chose. */
-export interface ServerAddressShape {
+/**
+ * A bound control-plane socket, not necessarily served yet: its address (the engine's segment name) is known from
+ * the start, so what needs it can be built before the handlers {@link serve} attaches.
+ */
+export interface ListenerShape {
   readonly host: string
+  /** The bound port (the kernel's choice when 0 was asked for). */
   readonly port: number
-  /** `host:port`: the segment name under the peer registry. */
+  /** `host:port`. */
   readonly address: string
+}
+
+/** Where a control-plane server listens (`address`: the segment name under the peer registry), and what it served. */
+export interface ServerAddressShape extends ListenerShape {
   /** What `SendData` / `RecvData` did on this server (absent on servers from other builds). */
   readonly data?: DataStats | undefined
 }
@@ -64,37 +71,21 @@ export interface ServeOptions {
 export interface ServerOptions extends ListenerOptions, ServeOptions {}
 
 /**
- * A bound control-plane socket, not necessarily served yet: its address (the engine's segment name) is known from
- * the start, so what needs it can be built before the handlers {@link serve} attaches.
+ * The control-plane listener of this process (see {@link layerListener}): a {@link ListenerShape} that only
+ * {@link makeListener} makes, so {@link serve} can always attach to it.
  */
-export interface ListenerShape {
-  readonly host: string
-  /** The bound port (the kernel's choice when 0 was asked for). */
-  readonly port: number
-  /** `host:port`. */
-  readonly address: string
-}
-
-/** The control-plane listener of this process (see {@link layerListener}). */
-export class Listener extends Context.Tag("@tent/rpc/Listener")<Listener, ListenerShape>() {}
-
-/** The largest frame a side accepts, given the largest notification. */
-export { maxFrameBytes }
+export class Listener extends Context.Tag("@tent/rpc/Listener")<Listener, BoundListener>() {}
 
 /**
  * Binds the control-plane socket and accepts connections; closes it, and every connection, with the scope.
  * Connections that arrive before {@link serve} are accepted paused: their requests wait in the kernel's receive
  * buffer (bounded by TCP flow control) and are answered once handlers are attached, none lost, none refused.
  */
-export const makeListener = (options: ListenerOptions = {}): Effect.Effect<ListenerShape, ServerError, Scope.Scope> => {
-  const maxNotifyBytes = options.maxNotifyBytes ?? defaults.max_notify_bytes
-  const maxDataBytes = options.maxDataBytes ?? defaults.max_data_bytes
-  return bind(options.host ?? "127.0.0.1", options.port ?? 0, {
-    maxNotifyBytes,
-    maxDataBytes,
-    maxFrame: maxFrameBytes(Math.max(maxNotifyBytes, maxDataBytes + DATA_HEADER))
+export const makeListener = (options: ListenerOptions = {}): Effect.Effect<BoundListener, ServerError, Scope.Scope> =>
+  bind(options.host ?? "127.0.0.1", options.port ?? 0, {
+    maxNotifyBytes: options.maxNotifyBytes ?? defaults.max_notify_bytes,
+    maxDataBytes: options.maxDataBytes ?? defaults.max_data_bytes
   })
-}
 
 /** The listener as a Layer. */
 export const layerListener = (options: ListenerOptions = {}): Layer.Layer<Listener, ServerError> =>
@@ -105,18 +96,13 @@ export const layerListener = (options: ListenerOptions = {}): Layer.Layer<Listen
  * connections it served (the listener itself stays bound; a later serve may attach again).
  */
 const serveListener = (
-  listener: ListenerShape,
+  listener: BoundListener,
   options: ServeOptions
 ): Effect.Effect<ServerAddressShape, ServerError, ControlPlaneHandlers | Scope.Scope> =>
   Effect.gen(function* () {
-    const fail = (message: string) =>
-      Effect.fail(new ServerError({ host: listener.host, port: listener.port, message }))
-    if (!(listener instanceof BoundListener)) return yield* fail("not a listener of Server.makeListener")
-    if (listener.serving) return yield* fail(`${listener.address} is served already`)
-    const { maxDataBytes, maxFrame, maxNotifyBytes } = listener.limits
     const stats: DataStats = { sent: 0, received: 0, rejected: 0 }
-    const data = makeDataHandlers(maxDataBytes, options.memory, stats)
-    const connections = yield* makeConnectionHandler({ maxNotifyBytes, maxFrame, data })
+    const data = makeDataHandlers(listener.limits.maxDataBytes, options.memory, stats)
+    const connections = yield* makeConnectionHandler({ ...listener.limits, data })
     const attached = yield* Effect.acquireRelease(
       Effect.sync(() => listener.attach(connections.onSocket)),
       (attached) =>
@@ -127,7 +113,10 @@ const serveListener = (
             )
           : Effect.void
     )
-    if (!attached) return yield* fail(`${listener.address} is served already`)
+    if (!attached) {
+      const { host, port, address } = listener
+      return yield* Effect.fail(new ServerError({ host, port, message: `${address} is served already` }))
+    }
     return { host: listener.host, port: listener.port, address: listener.address, data: stats }
   })
 
@@ -154,15 +143,6 @@ export const serve = <E = never, R = never>(
       : (handlers as Context.Context<ControlPlaneHandlers>)
     return yield* Effect.provide(serveListener(listener, options), context)
   })
-
-/** {@link serve} as a Layer, with the handlers from its context. */
-export const layerServe = (
-  options: ServeOptions = {}
-): Layer.Layer<ServerAddress, ServerError, Listener | ControlPlaneHandlers> =>
-  Layer.scoped(
-    ServerAddress,
-    Effect.flatMap(Effect.context<ControlPlaneHandlers>(), (handlers) => serve(handlers, options))
-  )
 
 /**
  * Binds and serves in one step ({@link makeListener}, then {@link serve} with the handlers in context): the server
@@ -200,7 +180,3 @@ export const layerConfig: Layer.Layer<
   ServerError | ConfigError.ConfigError,
   ControlPlaneHandlers | RpcConfig
 > = Layer.scoped(ServerAddress, Effect.flatMap(optionsFromConfig, make))
-
-/** {@link layerListener} with its address and limits from config, as {@link layerConfig} reads them. */
-export const layerListenerConfig: Layer.Layer<Listener, ServerError | ConfigError.ConfigError, RpcConfig> =
-  Layer.scoped(Listener, Effect.flatMap(optionsFromConfig, makeListener))

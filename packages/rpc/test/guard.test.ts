@@ -3,8 +3,8 @@
  * (the seam RFC PR 4's PeerHealth decorates the agent through).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Exit, Fiber, Layer } from "effect"
-import { makeNotification, RpcAgent, RpcConfig, TransportFailure } from "../src/index.js"
+import { Effect, Exit, Fiber } from "effect"
+import { makeNotification, RpcAgent, TransportFailure } from "../src/index.js"
 import { bootstrapDesc, makeAgent, startServer } from "./helpers.js"
 
 /** The seven guarded entry points, each as one call to `address`. */
@@ -89,18 +89,5 @@ describe("RpcAgent.decorate", () => {
         yield* Fiber.interrupt(slow)
         expect(recorded).toEqual([])
       })
-  )
-
-  it.scopedLive("layerDecorated builds the agent with the guard; RpcAgent.layer stays undecorated", () =>
-    Effect.gen(function* () {
-      const { guard } = recordingGuard(true)
-      const build = (layer: Layer.Layer<RpcAgent.RpcAgent, never, RpcConfig.RpcConfig>) =>
-        Effect.map(Layer.build(layer.pipe(Layer.provide(RpcConfig.layer()))), Context.get(RpcAgent.RpcAgent))
-      const decorated = yield* build(RpcAgent.layerDecorated(Effect.succeed(guard)))
-      const server = yield* startServer()
-      expect((yield* Effect.flip(decorated.probe(server.address))).message).toBe("guard: peer is down")
-      const plain = yield* build(RpcAgent.layer)
-      yield* plain.probe(server.address)
-    })
   )
 })

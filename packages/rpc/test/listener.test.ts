@@ -41,7 +41,7 @@ describe("Server.layerListener + Server.serve", () => {
   )
 
   it.scopedLive(
-    "a connection that closes before serve is dropped quietly; a second serve fails; serve attaches again after the first one's scope ends",
+    "a caller that left before serve still has its request read once served; a second serve fails; serve attaches again after the first one's scope ends",
     () =>
       Effect.gen(function* () {
         const listener = Context.get(yield* Layer.build(Server.layerListener()), Server.Listener)
@@ -69,9 +69,9 @@ describe("Server.layerListener + Server.serve", () => {
         expect(next.unsafePoll()).toBeNull()
         yield* Server.serve(makeHandlers(() => listener.address, received)).pipe(provideListener)
         yield* Fiber.join(next)
-        // "gone" left before its caller gave up, so the server may still read it once served (as a slow TCP server would)
-        const names = received.map((n) => notificationText(n).name).filter((name) => name !== "gone")
-        expect(names).toEqual(["one", "two"])
+        // "gone" waited in the kernel's buffer (a held socket is not read, so its peer's leaving goes unnoticed): the
+        // first serve read and delivered it, its reply going nowhere, as a slow TCP server would
+        expect(received.map((n) => notificationText(n).name)).toEqual(["gone", "one", "two"])
       })
   )
 

@@ -1,6 +1,7 @@
 /**
- * `NotifyWire`, the one codec of TENT's notification payload `[u32 name_len][name][u32 msg_len][msg]`: lenient on the
- * RDMA slot, exact on the `Notify` body, where an optional 16-byte stamp trailer `[u64 session][u64 seq]` may follow.
+ * `NotifyWire`, the one codec of TENT's notification payload `[u32 name_len][name][u32 msg_len][msg]`, lenient as
+ * TENT's `handleNotifyRecv`; and the control plane's `Notify` body, that payload then nothing or exactly a 16-byte
+ * stamp trailer `[u64 session][u64 seq]`.
  */
 import * as Net from "node:net"
 import { describe, expect, it } from "@effect/vitest"
@@ -34,42 +35,22 @@ describe("NotifyWire", () => {
     const slot = Buffer.alloc(NotifyWire.SLOT_BYTES)
     expect(NotifyWire.encode(slot, 0, new Uint8Array(0), new Uint8Array(NotifyWire.MAX_PAYLOAD))).toBe(65536)
     expect(NotifyWire.encode(slot, 0, new Uint8Array(1), new Uint8Array(NotifyWire.MAX_PAYLOAD))).toBe(-1)
+    // pinned to TENT's wire: kNotifyBufferSize and the two u32 length prefixes
     expect([NotifyWire.SLOT_BYTES, NotifyWire.HEADER_BYTES, NotifyWire.MAX_PAYLOAD]).toEqual([65536, 8, 65528])
   })
 
-  it("lenient (the RDMA slot): trailing bytes ignored, no stamp; the reject codes", () => {
+  it("decodes leniently, as TENT's handleNotifyRecv: trailing bytes ignored; the reject codes", () => {
     const r = new NotifyWire.DecodedRanges()
     const buf = Buffer.concat([Buffer.alloc(5), abXyz, Buffer.alloc(20, 9)])
     expect(NotifyWire.decode(buf, 5, 13 + 20, r)).toBe(0)
-    expect([r.nameStart, r.nameEnd, r.msgStart, r.msgEnd, r.stampAt]).toEqual([9, 11, 15, 18, -1])
+    expect([r.nameStart, r.nameEnd, r.msgStart, r.msgEnd]).toEqual([9, 11, 15, 18])
     expect(NotifyWire.decode(buf, 5, 13 + 16, r)).toBe(0)
-    expect(r.stampAt).toBe(-1)
+    expect(r.msgEnd).toBe(18)
     expect(NotifyWire.decode(buf, 5, 0, r)).toBe(NotifyWire.Reject.Empty)
     expect(NotifyWire.decode(buf, 5, 7, r)).toBe(NotifyWire.Reject.Short)
     expect(NotifyWire.decode(buf, 5, 12, r)).toBe(NotifyWire.Reject.MsgTooLong)
     const longName = bytes([200, 0, 0, 0], "ab", [3, 0, 0, 0], "xyz")
     expect(NotifyWire.decode(longName, 0, longName.length, r)).toBe(NotifyWire.Reject.NameTooLong)
-  })
-
-  it("exact (the Notify body): nothing after msg, or exactly a stamp; anything else is Trailing", () => {
-    const r = new NotifyWire.DecodedRanges()
-    expect(NotifyWire.decode(abXyz, 0, 13, r, true)).toBe(0)
-    expect(r.stampAt).toBe(-1)
-    const stamped = Buffer.concat([abXyz, stampBytes(2n ** 64n - 1n, 7n)])
-    expect(NotifyWire.decode(stamped, 0, stamped.length, r, true)).toBe(0)
-    expect(r.stampAt).toBe(13)
-    expect(NotifyWire.readSession(stamped, r.stampAt)).toBe(2n ** 64n - 1n)
-    expect(NotifyWire.readSeq(stamped, r.stampAt)).toBe(7n)
-    for (const extra of [1, 8, 15, 17, 32]) {
-      const body = Buffer.concat([abXyz, Buffer.alloc(extra)])
-      expect({ extra, code: NotifyWire.decode(body, 0, body.length, r, true) }).toEqual({
-        extra,
-        code: NotifyWire.Reject.Trailing
-      })
-    }
-    const out = Buffer.alloc(16)
-    expect(NotifyWire.encodeStamp(out, 0, 1n, 2n)).toBe(16)
-    expect(out).toEqual(stampBytes(1n, 2n))
   })
 })
 
@@ -96,6 +77,22 @@ describe("Notify with a stamp", () => {
     const stamped = body({ ...makeNotification("ab", "xyz"), stamp })
     expect(notificationCodec.decode(stamped, 0, stamped.length)).toEqual({ ...makeNotification("ab", "xyz"), stamp })
     expect(() => notificationCodec.decode(stamped, 0, stamped.length - 1)).toThrow()
+  })
+
+  it("the Notify body is exact: nothing after msg, or exactly a stamp; anything else is malformed", () => {
+    expect(notificationCodec.decode(abXyz, 0, 13)).toEqual(makeNotification("ab", "xyz"))
+    const stamped = Buffer.concat([abXyz, stampBytes(2n ** 64n - 1n, 7n)])
+    expect((notificationCodec.decode(stamped, 0, stamped.length) as Notification).stamp).toEqual({
+      session: 2n ** 64n - 1n,
+      seq: 7n
+    })
+    for (const extra of [1, 8, 15, 17, 32]) {
+      const body = Buffer.concat([abXyz, Buffer.alloc(extra)])
+      expect(() => notificationCodec.decode(body, 0, body.length), `${extra} trailing bytes`).toThrow(
+        /malformed Notify body/
+      )
+    }
+    expect(() => notificationCodec.decode(abXyz, 0, 12)).toThrow(/malformed Notify body/)
   })
 
   it.scopedLive("the agent's Notify frame on the wire is today's bytes without a stamp, + 16 with one", () =>

@@ -18,14 +18,15 @@ export const voidCodec: BodyCodec = {
   }
 }
 
-/** Bytes of a `Notify` body before its name and message: the two u32 lengths. */
-export const NOTIFY_OVERHEAD = NotifyWire.HEADER_BYTES
+/** Bytes of TENT's data header: `{u64 le addr, u64 le len}`. */
+export const DATA_HEADER = 16
 
-/** Frame bytes allowed beyond the largest notification: names, and the JSON of the other RPCs. */
+/** Frame bytes allowed beyond the largest notification or data body: names, and the JSON of the other RPCs. */
 const FRAME_SLACK = 1024 * 1024
 
-/** The largest frame a side accepts, given the largest notification. */
-export const maxFrameBytes = (maxNotifyBytes: number): number => maxNotifyBytes + NOTIFY_OVERHEAD + FRAME_SLACK
+/** The largest frame a side accepts, given its largest notification (name + message) and data body. */
+export const maxFrameBytes = (maxNotifyBytes: number, maxDataBytes: number): number =>
+  Math.max(maxNotifyBytes, maxDataBytes + DATA_HEADER) + NotifyWire.HEADER_BYTES + FRAME_SLACK
 
 /** Notifications up to this many bytes (name + message) are copied into a shared slab instead of a buffer of their own. */
 const SLAB_MAX = 4096
@@ -55,38 +56,56 @@ const copyOut = (buf: Buffer, start: number, end: number): Uint8Array => {
   return out
 }
 
+/** The stamp trailer a `Notify` body may carry after TENT's payload: `[u64 session LE][u64 seq LE]`. */
+const STAMP_BYTES = 16
+
+/** Where {@link notifyRanges} found the name and message of a `Notify` body, and its stamp trailer (-1: none). */
+export class NotifyRanges extends NotifyWire.DecodedRanges {
+  stampAt = -1
+}
+
+const ranges = new NotifyRanges()
+
 /**
- * The {@link Notification} whose `Notify` body {@link NotifyWire.decode} (exact) found at `r`, its bytes copied out of
- * the frame (which is reused).
+ * Checks the `Notify` body `buf[start, end)`: TENT's payload ({@link NotifyWire.decode}), then nothing or exactly a
+ * stamp trailer. Returns where its parts lie, in one shared object (read it before the next call); throws when the
+ * body is malformed (the connection is closed).
  */
-export const notificationAt = (buf: Buffer, r: NotifyWire.DecodedRanges): Notification =>
+export const notifyRanges = (buf: Buffer, start: number, end: number): NotifyRanges => {
+  if (NotifyWire.decode(buf, start, end - start, ranges) !== 0) throw new Error("malformed Notify body")
+  const rest = end - ranges.msgEnd
+  if (rest !== 0 && rest !== STAMP_BYTES) throw new Error("malformed Notify body")
+  ranges.stampAt = rest === 0 ? -1 : ranges.msgEnd
+  return ranges
+}
+
+/** The {@link Notification} of a `Notify` body {@link notifyRanges} checked, copied out of the frame (reused). */
+export const notificationAt = (buf: Buffer, r: NotifyRanges): Notification =>
   r.stampAt < 0
     ? { name: copyOut(buf, r.nameStart, r.nameEnd), msg: copyOut(buf, r.msgStart, r.msgEnd) }
     : {
         name: copyOut(buf, r.nameStart, r.nameEnd),
         msg: copyOut(buf, r.msgStart, r.msgEnd),
-        stamp: { session: NotifyWire.readSession(buf, r.stampAt), seq: NotifyWire.readSeq(buf, r.stampAt) }
+        stamp: { session: buf.readBigUInt64LE(r.stampAt), seq: buf.readBigUInt64LE(r.stampAt + 8) }
       }
 
-const ranges = new NotifyWire.DecodedRanges()
-
 /**
- * The `Notify` body: TENT's `[u32 name_len][name][u32 msg_len][msg]` ({@link NotifyWire}), exact, plus the 16-byte
- * stamp trailer when the notification has a stamp (without one the bytes are TENT's).
+ * The `Notify` body: TENT's `[u32 name_len][name][u32 msg_len][msg]` ({@link NotifyWire}), plus the 16-byte stamp
+ * trailer when the notification has a stamp (without one the bytes are TENT's).
  */
 export const notificationCodec: BodyCodec = {
   encode: (w, value) => {
     const n = value as Notification
     const stamp = n.stamp
-    const size = NOTIFY_OVERHEAD + n.name.length + n.msg.length
-    const at = w.reserve(stamp === undefined ? size : size + NotifyWire.STAMP_BYTES)
+    const size = NotifyWire.HEADER_BYTES + n.name.length + n.msg.length
+    const at = w.reserve(stamp === undefined ? size : size + STAMP_BYTES)
     NotifyWire.encode(w.buffer, at, n.name, n.msg, size)
-    if (stamp !== undefined) NotifyWire.encodeStamp(w.buffer, at + size, stamp.session, stamp.seq)
+    if (stamp !== undefined) {
+      w.buffer.writeBigUInt64LE(stamp.session, at + size)
+      w.buffer.writeBigUInt64LE(stamp.seq, at + size + 8)
+    }
   },
-  decode: (buf, start, end) => {
-    if (NotifyWire.decode(buf, start, end - start, ranges, true) !== 0) throw new Error("malformed Notify body")
-    return notificationAt(buf, ranges)
-  }
+  decode: (buf, start, end) => notificationAt(buf, notifyRanges(buf, start, end))
 }
 
 const jsonCodec = (schema: Schema.Schema<unknown, unknown, never>): BodyCodec => {
@@ -124,9 +143,6 @@ export const specs: ReadonlyArray<RpcSpec> = Array.from(ControlPlane.requests.va
 
 /** {@link specs} by tag. */
 export const specByTag = Object.fromEntries(specs.map((s) => [s.tag, s])) as Record<ControlPlaneTag, RpcSpec>
-
-/** Bytes of TENT's data header: `{u64 le addr, u64 le len}`. */
-export const DATA_HEADER = 16
 
 /** The `{addr, len}` header of a `SendData`/`RecvData` body, or undefined when the body is too short. */
 export const dataHeader = (

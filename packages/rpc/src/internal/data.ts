@@ -2,7 +2,7 @@ import { DataTooLarge, SegmentRangeInvalid } from "../Errors.js"
 import type { DataStats, SegmentMemory } from "../Server.js"
 import { DATA_HEADER, dataHeader, dataSpecByTag, type RpcSpec } from "./codec.js"
 import { Kind } from "./frame.js"
-import type { FramedSocket } from "./framed.js"
+import { type FramedSocket, writeFailure } from "./framed.js"
 
 /** The server's side of TENT's data RPCs: plain code run on the connection, answered from the owner's memory. */
 export interface DataHandlers {
@@ -25,11 +25,7 @@ export const makeDataHandlers = (
 ): DataHandlers => {
   const refuse = (framed: FramedSocket, id: number, spec: RpcSpec, error: SegmentRangeInvalid | DataTooLarge) => {
     stats.rejected++
-    const w = framed.writer
-    w.begin(Kind.Failure, id)
-    spec.error.encode(w, error)
-    w.end()
-    framed.flushSoon()
+    writeFailure(framed, id, spec, error)
   }
 
   /**

@@ -1,4 +1,5 @@
 import type * as Net from "node:net"
+import type { RpcSpec } from "./codec.js"
 import { FrameWriter, Kind } from "./frame.js"
 
 /**
@@ -41,4 +42,24 @@ export class FramedSocket {
       socket.destroy()
     })
   }
+}
+
+/** A `Success` (or `Failure`) frame with `value` encoded; a `Defect` frame when it does not encode. */
+export const writeBody = (w: FrameWriter, id: number, spec: RpcSpec, success: boolean, value: unknown): void => {
+  const codec = success ? spec.success : spec.error
+  w.begin(success ? Kind.Success : Kind.Failure, id)
+  try {
+    codec.encode(w, value)
+  } catch (e) {
+    w.abort()
+    w.begin(Kind.Defect, id)
+    w.utf8(`${spec.tag} ${success ? "reply" : "error"} does not encode: ${String(e)}`)
+  }
+}
+
+/** Replies to request `id` with a typed error (the server's `Failure` frame, whichever handler refused). */
+export const writeFailure = (framed: FramedSocket, id: number, spec: RpcSpec, error: unknown): void => {
+  writeBody(framed.writer, id, spec, false, error)
+  framed.writer.end()
+  framed.flushSoon()
 }

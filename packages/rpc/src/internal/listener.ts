@@ -1,23 +1,31 @@
 import * as Net from "node:net"
 import { Effect, type Scope } from "effect"
 import { ServerError } from "../Errors.js"
+import type { ListenerShape } from "../Server.js"
 import { formatAddress } from "./address.js"
 
-/** The frame limits a listener's connections are read with, fixed when it binds. */
+/** The limits a listener's connections are served with, fixed when it binds. */
 export interface Limits {
+  /** Largest `Notify` (name + message bytes) accepted. */
   readonly maxNotifyBytes: number
+  /** Largest `SendData` / `RecvData` served. */
   readonly maxDataBytes: number
-  /** The largest frame accepted (a longer length prefix closes the connection). */
-  readonly maxFrame: number
 }
 
 /**
  * A bound `node:net` server that accepts connections before anything serves them. Sockets are accepted paused
  * (`pauseOnConnect`): until {@link attach} their bytes wait in the kernel's receive buffer (bounded by TCP flow
- * control, nothing read, nothing lost), then the attached handler takes them over and resumes them.
+ * control, nothing read, nothing lost), then the attached handler takes them over and resumes them. A held socket
+ * whose peer left is not noticed until it is read (nothing is read while paused): once attached, its requests are
+ * read and answered like any others, the replies going nowhere.
+ *
+ * The service of `Server.Listener`: only `bind` makes one (its private members make the type nominal), so `serve`
+ * is given a listener it can attach to or it does not compile. The methods besides `host`, `port` and `address` are
+ * the server's own.
  */
-export class BoundListener {
+export class BoundListener implements ListenerShape {
   private onSocket: ((socket: Net.Socket) => void) | undefined
+  /** Connections accepted while nothing is attached, held paused. */
   private readonly waiting = new Set<Net.Socket>()
   /** Every connection not closed yet, held or served: closing the listener closes them. */
   private readonly open = new Set<Net.Socket>()
@@ -30,19 +38,11 @@ export class BoundListener {
     private readonly server: Net.Server
   ) {}
 
-  /** Is a handler attached? */
-  get serving(): boolean {
-    return this.onSocket !== undefined
-  }
-
   /** A new connection: handed to the handler, or held paused until one is attached. */
   readonly accept = (socket: Net.Socket): void => {
     socket.on("error", () => {})
     this.open.add(socket)
-    socket.once("close", () => {
-      this.open.delete(socket)
-      this.waiting.delete(socket)
-    })
+    socket.once("close", () => this.open.delete(socket))
     if (this.onSocket !== undefined) {
       this.onSocket(socket)
       return
@@ -56,7 +56,7 @@ export class BoundListener {
     this.onSocket = onSocket
     const held = Array.from(this.waiting)
     this.waiting.clear()
-    for (const socket of held) if (!socket.destroyed) onSocket(socket)
+    for (const socket of held) onSocket(socket)
     return true
   }
 
@@ -69,6 +69,7 @@ export class BoundListener {
   close(): Effect.Effect<void> {
     return Effect.async<void>((resume) => {
       this.server.close(() => resume(Effect.void))
+      this.waiting.clear()
       for (const socket of this.open) socket.destroy()
     })
   }

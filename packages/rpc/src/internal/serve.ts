@@ -4,11 +4,19 @@ import { Rpc, RpcMessage, RpcSchema, RpcServer } from "@effect/rpc"
 import { Cause, Context, Effect, Exit, type Fiber, FiberId, Runtime, type Scope } from "effect"
 import { ControlPlane, type ControlPlaneHandlers, type ControlPlaneRpcs } from "../ControlPlane.js"
 import { NotificationTooLarge } from "../Errors.js"
-import * as NotifyWire from "../NotifyWire.js"
-import { allSpecs, dataSpecByTag, notificationAt, type RpcSpec, specByTag } from "./codec.js"
+import {
+  allSpecs,
+  dataSpecByTag,
+  maxFrameBytes,
+  notificationAt,
+  notifyRanges,
+  type RpcSpec,
+  specByTag
+} from "./codec.js"
 import type { DataHandlers } from "./data.js"
-import { FrameReader, type FrameWriter, Kind } from "./frame.js"
-import { FramedSocket } from "./framed.js"
+import { FrameReader, Kind } from "./frame.js"
+import { FramedSocket, writeBody, writeFailure } from "./framed.js"
+import type { Limits } from "./listener.js"
 
 interface Client {
   readonly id: number
@@ -30,15 +38,13 @@ interface DirectHandler {
 }
 
 /** What a served connection needs besides the handlers in context. */
-export interface ServeConfig {
-  readonly maxNotifyBytes: number
-  readonly maxFrame: number
+export interface ServeConfig extends Limits {
   readonly data: DataHandlers
 }
 
 /** A connection handler and how to close what it serves. */
 export interface ConnectionHandler {
-  /** Takes over an accepted (paused) socket: reads its frames and answers them. */
+  /** Takes over a socket the listener accepted (paused, its errors swallowed): reads its frames and answers them. */
   readonly onSocket: (socket: Net.Socket) => void
   /** Closes every connection it serves; completes once all have closed. */
   readonly closeAll: Effect.Effect<void>
@@ -55,7 +61,8 @@ export const makeConnectionHandler = (
   config: ServeConfig
 ): Effect.Effect<ConnectionHandler, never, ControlPlaneHandlers | Scope.Scope> =>
   Effect.gen(function* () {
-    const { data, maxFrame, maxNotifyBytes } = config
+    const { data, maxNotifyBytes } = config
+    const maxFrame = maxFrameBytes(maxNotifyBytes, config.maxDataBytes)
     const clients = new Map<number, Client>()
     let nextClientId = 1
 
@@ -80,7 +87,6 @@ export const makeConnectionHandler = (
     const runSync = Runtime.runSync(runtime)
     const notifySpec = specByTag.Notify
     const direct = directHandler(runtime, "Notify")
-    const ranges = new NotifyWire.DecodedRanges()
 
     /**
      * Runs `Notify` on its handler in a fiber of its own; the reply goes out when the fiber exits. A handler that
@@ -116,9 +122,9 @@ export const makeConnectionHandler = (
       })
     }
 
-    /** A `Notify` request: the body checked (exact, a stamp trailer allowed), its size, then its handler. */
+    /** A `Notify` request: the body checked (a stamp trailer allowed), its size, then its handler. */
     const onNotify = (client: Client, id: number, buf: Buffer, start: number, end: number): void => {
-      if (NotifyWire.decode(buf, start, end - start, ranges, true) !== 0) throw new Error("malformed Notify body")
+      const ranges = notifyRanges(buf, start, end)
       const size = ranges.nameEnd - ranges.nameStart + (ranges.msgEnd - ranges.msgStart)
       if (size > maxNotifyBytes) {
         writeFailure(client.framed, id, notifySpec, new NotificationTooLarge({ size, max: maxNotifyBytes }))
@@ -200,7 +206,6 @@ export const makeConnectionHandler = (
           client.framed.protocolError(bad)
         }
       })
-      socket.on("error", () => {})
       socket.on("close", () => {
         clients.delete(client.id)
         client.inflight.clear()
@@ -258,26 +263,6 @@ const writeExit = (client: Client, id: number, spec: RpcSpec, exit: Exit.Exit<un
   }
   w.end()
   client.framed.flushSoon()
-}
-
-/** A `Success` (or `Failure`) frame with `value` encoded; a `Defect` frame when it does not encode. */
-const writeBody = (w: FrameWriter, id: number, spec: RpcSpec, success: boolean, value: unknown): void => {
-  const codec = success ? spec.success : spec.error
-  w.begin(success ? Kind.Success : Kind.Failure, id)
-  try {
-    codec.encode(w, value)
-  } catch (e) {
-    w.abort()
-    w.begin(Kind.Defect, id)
-    w.utf8(`${spec.tag} ${success ? "reply" : "error"} does not encode: ${String(e)}`)
-  }
-}
-
-/** Replies to request `id` with a typed error. */
-const writeFailure = (framed: FramedSocket, id: number, spec: RpcSpec, error: unknown): void => {
-  writeBody(framed.writer, id, spec, false, error)
-  framed.writer.end()
-  framed.flushSoon()
 }
 
 /**
