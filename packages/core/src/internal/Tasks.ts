@@ -5,7 +5,7 @@
  * `submitTransferTasks` per transport).
  */
 import type { BufferDesc, SegmentDesc } from "@tent/rpc"
-import { Clock, Effect } from "effect"
+import { Effect } from "effect"
 import type { RdmaTransferFailed, TransferTimeout } from "../Errors.js"
 import type { TcpDataError } from "./TcpTransport.js"
 
@@ -75,7 +75,7 @@ export const sliceLengths = (length: number, blockSize: number): Array<number> =
   return out
 }
 
-/** A version counter whose waiters wake on the next `notify()`, or after `ms` on the Effect clock at the latest. */
+/** A version counter whose waiters wake on the next `notify()`. */
 export class Waker {
   private version = 0
   private waiters: Array<() => void> = []
@@ -92,8 +92,9 @@ export class Waker {
     return this.version
   }
 
-  wait(seen: number, ms?: number): Effect.Effect<void> {
-    const woken = Effect.async<void>((resume) => {
+  /** Returns once the version is past `seen`. */
+  wait(seen: number): Effect.Effect<void> {
+    return Effect.async<void>((resume) => {
       if (this.version !== seen) return resume(Effect.void)
       const w = () => resume(Effect.void)
       this.waiters.push(w)
@@ -102,7 +103,6 @@ export class Waker {
         if (i >= 0) this.waiters.splice(i, 1)
       })
     })
-    return ms === undefined ? woken : Effect.raceFirst(woken, Clock.sleep(ms))
   }
 }
 
@@ -122,15 +122,4 @@ export class TaskBoard {
     }
     if (task.done === task.slices || task.failed) this.completed.notify()
   }
-}
-
-/** The region of `regions` holding `[addr, addr + length)` and the offset of `addr` in it (one lookup for all). */
-export const lookupRegion = <R extends { readonly buffer: Uint8Array; readonly addr: number }>(
-  regions: ReadonlyArray<R>,
-  addr: number,
-  length: number
-): { readonly region: R; readonly offset: number } | undefined => {
-  for (const r of regions)
-    if (addr >= r.addr && addr + length <= r.addr + r.buffer.length) return { region: r, offset: addr - r.addr }
-  return undefined
 }

@@ -20,7 +20,7 @@
 import type { RailHealth } from "@tent/health"
 import type { BufferDesc, InvalidEntry, Notification, SegmentDesc, TransportFailure } from "@tent/rpc"
 import { DescriptorCache } from "@tent/rpc"
-import { Clock, Effect, type Scope } from "effect"
+import { Effect, type Scope } from "effect"
 import { EngineConfig } from "../EngineConfig.js"
 import { BatchNotFound, InvalidRequest, type SegmentNotFound } from "../Errors.js"
 import type { LocalSegment } from "./LocalSegment.js"
@@ -292,17 +292,20 @@ export const make = (
       )
     )
 
+    // TENT `waitTransferCompletion`: the status after every task that ends, until the batch ends; at the deadline (one
+    // timer on the Effect clock for the whole wait), the status as it is then.
     const waitTransfer = (batchId: number, timeoutMs = 60_000): Effect.Effect<BatchStatus, StatusError> =>
-      Effect.gen(function* () {
-        const deadline = (yield* Clock.currentTimeMillis) + timeoutMs
-        for (;;) {
-          const seen = completed.current
-          const s = yield* getTransferStatus(batchId)
-          const now = yield* Clock.currentTimeMillis
-          if (s.status !== "PENDING" || now >= deadline) return s
-          yield* completed.wait(seen, Math.max(1, Math.min(100, deadline - now)))
-        }
-      })
+      Effect.raceFirst(
+        Effect.gen(function* () {
+          for (;;) {
+            const seen = completed.current
+            const s = yield* getTransferStatus(batchId)
+            if (s.status !== "PENDING") return s
+            yield* completed.wait(seen)
+          }
+        }),
+        Effect.zipRight(Effect.sleep(timeoutMs), getTransferStatus(batchId))
+      )
 
     return {
       allocateBatch: Effect.sync(() => {
