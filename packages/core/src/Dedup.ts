@@ -13,15 +13,12 @@
  *
  * @since 0.1.0
  */
-import type { Notification } from "@tent/rpc"
+import type { Notification, NotificationStamp } from "@tent/rpc"
 import { Context, Layer } from "effect"
 import * as NotifyFrame from "./NotifyFrame.js"
 
-/** The `(session, seq)` a sender puts on a notification (RFC PR 6); absent on unstamped (legacy) traffic. */
-export interface Stamp {
-  readonly session: bigint
-  readonly seq: bigint
-}
+/** The `(session, seq)` a sender puts on a notification (RFC PR 6): the `Notify` request's `NotificationStamp`. */
+export type Stamp = NotificationStamp
 
 /** Where a decoded frame's name and message lie, and its stamp if the frame carried one. Reuse one object. */
 export class DecodedFrame extends NotifyFrame.DecodedRanges {

@@ -43,7 +43,7 @@ export interface RetiringChannel {
 
 /** Where a resend can go. Each is one attempt and reports its own failure. */
 export interface ResendPaths {
-  /** The (local NIC, remote NIC) pairs towards `segment`, the pair the channel used first when it is still valid. */
+  /** Every (local NIC, remote NIC) pair towards `segment`: local devices in order, each with the peer's NICs in order. */
   readonly nicPairs: (
     segment: string
   ) => Effect.Effect<ReadonlyArray<{ readonly localNic: string; readonly peerNic: string }>, unknown>

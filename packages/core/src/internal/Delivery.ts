@@ -120,6 +120,11 @@ export class Delivery {
     return true
   }
 
+  /** A control-plane `Notify` from the caller `sender`, with the stamp its request carried (queued as TCP's). */
+  fromNotify(sender: string, n: Notification): boolean {
+    return this.deliver("tcp", sender, n, n.stamp)
+  }
+
   /** A decoded frame in `buf` (copied out here, before its slot is reposted); false when refused. */
   fromFrame(via: QueueKind, sender: string, buf: Buffer, frame: DecodedFrame): boolean {
     const stamp = frame.stamped ? { session: frame.session, seq: frame.seq } : undefined

@@ -15,8 +15,6 @@ import { RdmaTransport } from "./rdma/RdmaTransport.js"
 import { EngineIdentity } from "./Services.js"
 import { TcpTransport } from "./TcpTransport.js"
 
-type Stamped = Notification & { readonly stamp?: { readonly session: bigint; readonly seq: bigint } | undefined }
-
 /** The handlers as a Layer built from the engine's services. */
 export const make: Effect.Effect<
   Layer.Layer<ControlPlaneHandlers>,
@@ -34,7 +32,7 @@ export const make: Effect.Effect<
     tcp !== undefined
       ? tcp.onNotify
       : routing.rpcCallback === "engine"
-        ? (n, from) => void delivery.deliver("tcp", from, n, (n as Stamped).stamp)
+        ? (n, from) => void delivery.fromNotify(from, n)
         : undefined
 
   const devices: ReadonlyArray<DeviceDesc> = (rdma?.devices ?? []).map((d) => ({

@@ -5,7 +5,6 @@
  */
 import type { MemoryRegion } from "@tent/verbs"
 import { Context, Layer } from "effect"
-import { lookupRegion } from "./Tasks.js"
 
 /** One registered region: its bytes, its MR per device, and the address requests use. */
 export interface Region {
@@ -21,7 +20,9 @@ export class Regions {
 
   /** The region holding `[addr, addr + length)` and the offset of `addr` in it. */
   find(addr: number, length: number): { readonly region: Region; readonly offset: number } | undefined {
-    return lookupRegion(this.list, addr, length)
+    for (const r of this.list)
+      if (addr >= r.addr && addr + length <= r.addr + r.buffer.length) return { region: r, offset: addr - r.addr }
+    return undefined
   }
 }
 

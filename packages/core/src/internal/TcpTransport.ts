@@ -178,7 +178,7 @@ export const make = Effect.gen(function* () {
       }),
     onNotify: (n, from) => {
       counters.received++
-      delivery.deliver("tcp", from, n, (n as { readonly stamp?: { session: bigint; seq: bigint } }).stamp)
+      delivery.fromNotify(from, n)
     }
   } satisfies TcpTransportShape
 })

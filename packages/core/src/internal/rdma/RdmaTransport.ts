@@ -122,8 +122,9 @@ export const make = Effect.gen(function* () {
       if (notifyTable.get(qpNum) === ep) notifyTable.delete(qpNum)
     },
     registerDataQp: (qp, ep, lane) => void dataByNum[(ep.device as RdmaDevice).index]?.set(qp.qpNum, { ep, lane }),
-    unregisterDataQp: (qp) => {
-      for (const t of dataByNum) if (t.get(qp.qpNum)?.ep.dataQps.includes(qp)) t.delete(qp.qpNum)
+    unregisterDataQp: (qp, ep) => {
+      const table = dataByNum[(ep.device as RdmaDevice).index]
+      if (table?.get(qp.qpNum)?.ep === ep) table.delete(qp.qpNum)
     },
     cancelSlices: (ep) => cancel(ep),
     retiring: (channel) => void Queue.unsafeOffer(retiring, channel),
