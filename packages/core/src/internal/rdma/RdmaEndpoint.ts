@@ -67,7 +67,7 @@ export interface EndpointHost {
   readonly unpublishNotifyQp: (qpNum: number, ep: RdmaEndpoint) => void
   /** Data QPs, for the data pollers. */
   readonly registerDataQp: (qp: QueuePair, ep: RdmaEndpoint, lane: number) => void
-  readonly unregisterDataQp: (qp: QueuePair) => void
+  readonly unregisterDataQp: (qp: QueuePair, ep: RdmaEndpoint) => void
   /** Cancels the endpoint's in-flight slices (deconstruct). */
   readonly cancelSlices: (ep: RdmaEndpoint) => void
   /** Hands a channel that went away with sends pending to the engine's resend queue. */
@@ -321,11 +321,13 @@ export class RdmaEndpoint {
   }
 
   /**
-   * A notify send completed with an error that is not a quiet flush, under the `"disable"` reaction of the
-   * `QpRetirement` seam: the failed send's unit is freed and the channel disabled; the endpoint stays READY for data.
+   * A notify completion failed with an error that is not a quiet flush, under the `"disable"` reaction of the
+   * `QpRetirement` seam. An RC QP goes to ERR on its first error, so every send in flight is lost with it: the channel
+   * is disabled, all its window units are freed and its pending sends handed over (once: the flushes that follow find
+   * nothing left). The endpoint stays READY for data.
    */
   disableNotify(): void {
-    if (this.notify.pending > 0) this.notify.pending--
+    this.notify.pending = 0
     this.handOver("disable")
   }
 
@@ -385,7 +387,7 @@ export class RdmaEndpoint {
     this.peerQpNums = []
     const notifyQp = this.notify.qp
     if (notifyQp !== undefined) this.host.unpublishNotifyQp(notifyQp.qpNum, this)
-    for (const qp of this.dataQps) this.host.unregisterDataQp(qp)
+    for (const qp of this.dataQps) this.host.unregisterDataQp(qp, this)
     this.notify.release()
     this.status = "DESTROYED"
     const scope = this.scope

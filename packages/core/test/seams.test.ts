@@ -1,0 +1,268 @@
+/**
+ * The seams are wide enough for their RFC PRs: each test puts a non-legacy policy through a seam the way its PR will,
+ * and runs the same steps with the legacy Layer as the negative control. Engines here are in this process, over the
+ * real control plane on 127.0.0.1; the RDMA transports of the last two tests are wired to each other in-process.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { makeNotification, type Notification, type RpcAgent, TransportFailure } from "@tent/rpc"
+import { Context, Effect, Layer, Queue } from "effect"
+import {
+  Dedup,
+  DescriptorPolicy,
+  Diagnostics,
+  NotificationRouting,
+  NotifyFrame,
+  NotifyQpParams,
+  PeerHealth,
+  QpRetirement,
+  Resend,
+  type Series,
+  TransferEngine
+} from "../src/index.js"
+import { NOTIFY_SLOTS } from "../src/internal/NotifyChannel.js"
+import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
+import { type Side, twoTransports } from "./fixtures/endpoints.js"
+import { engineLayer } from "./fixtures/engine.js"
+
+/** The legacy series with some seams replaced. */
+const series = (o: {
+  readonly routing?: NotificationRouting.NotificationRoutingShape
+  readonly dedup?: Dedup.DedupShape
+  readonly peerHealth?: PeerHealth.PeerHealthPolicyShape
+}): Layer.Layer<Series.Policies> =>
+  Layer.mergeAll(
+    QpRetirement.layerLegacy,
+    NotifyQpParams.layerLegacy,
+    Layer.succeed(NotificationRouting.NotificationRouting, o.routing ?? NotificationRouting.legacy),
+    Layer.succeed(PeerHealth.PeerHealthPolicy, o.peerHealth ?? PeerHealth.legacy),
+    DescriptorPolicy.layerLegacy,
+    Layer.succeed(Dedup.Dedup, o.dedup ?? Dedup.legacy),
+    Resend.layerLegacy
+  )
+
+/** An engine in this process and its diagnostics. */
+const engine = (json: unknown, policies: Layer.Layer<Series.Policies> = series({})) =>
+  Effect.map(Layer.build(engineLayer(json, ["mlx0", "mlx1"], policies)), (ctx) => ({
+    engine: Context.get(ctx, TransferEngine.TransferEngine),
+    diag: Context.get(ctx, Diagnostics.Diagnostics)
+  }))
+
+const rdmaOnly = { transports: { tcp: { enable: false } } }
+const tcpOnly = { transports: { rdma: { enable: false } } }
+
+/** Drains `e` every 20 ms until `n` notifications arrived or `ms` passed. */
+const receive = (e: TransferEngine.TransferEngineShape, n: number, ms = 5000) =>
+  Effect.gen(function* () {
+    const got: Array<Notification> = []
+    const deadline = Date.now() + ms
+    while (got.length < n && Date.now() < deadline) {
+      for (const x of yield* e.receiveNotifications) got.push(x)
+      if (got.length < n) yield* Effect.sleep("20 millis")
+    }
+    return got
+  })
+
+const text = (n: Notification) => new TextDecoder().decode(n.name)
+
+/** Waits (≤ 5 s, polling) until `cond` holds. */
+const until = (cond: () => boolean) =>
+  Effect.gen(function* () {
+    for (let i = 0; i < 250 && !cond(); i++) yield* Effect.sleep("20 millis")
+    return cond()
+  })
+
+/** A receiver that takes control-plane `Notify`s without the TCP transport, and drains every queue. */
+const openReceiver: NotificationRouting.NotificationRoutingShape = {
+  ...NotificationRouting.legacy,
+  rpcCallback: "engine",
+  drainOrder: () => ["rdma", "tcp"]
+}
+
+describe("NotificationRouting: decided per notification, the control plane always offered last (RFC PR 3's seam)", () => {
+  const big = makeNotification("big", new Uint8Array(100_000).fill(7))
+  const bySize: NotificationRouting.NotificationRoutingShape = {
+    ...NotificationRouting.legacy,
+    route: (n, senders) =>
+      n.name.length + n.msg.length > NotifyFrame.MAX_PAYLOAD ? [senders.controlPlane] : senders.transports.slice(0, 1)
+  }
+
+  it.scopedLive("an RDMA-only engine sends a notification larger than a slot over the control plane's Notify", () =>
+    Effect.gen(function* () {
+      const rx = yield* engine(rdmaOnly, series({ routing: openReceiver }))
+      const tx = yield* engine(rdmaOnly, series({ routing: bySize }))
+      yield* tx.engine.sendNotification(rx.engine.segmentName, makeNotification("small", "x"))
+      yield* tx.engine.sendNotification(rx.engine.segmentName, big)
+      const got = yield* receive(rx.engine, 2)
+      expect(got.map(text).sort()).toEqual(["big", "small"])
+      expect(got.find((n) => text(n) === "big")?.msg).toEqual(big.msg)
+      expect(tx.diag.counters.rdma?.sent).toBe(1) // the small one went over the notify QP
+    })
+  )
+
+  it.scopedLive("negative control: with the legacy routing the same send fails NotificationTooLarge", () =>
+    Effect.gen(function* () {
+      const rx = yield* engine(rdmaOnly, series({ routing: openReceiver }))
+      const tx = yield* engine(rdmaOnly)
+      const r = yield* Effect.either(tx.engine.sendNotification(rx.engine.segmentName, big))
+      expect(r._tag === "Left" && r.left._tag).toBe("NotificationTooLarge")
+    })
+  )
+})
+
+describe("Dedup.admit: one admission at the one delivery point, for every transport (RFC PR 6's seam)", () => {
+  /** One notification over the notify QP (an RDMA sender) and one over `Notify` (a TCP-only sender). */
+  const twoWays = (dedup: Dedup.DedupShape) =>
+    Effect.gen(function* () {
+      const rx = yield* engine({}, series({ routing: openReceiver, dedup }))
+      const viaRdma = yield* engine(rdmaOnly)
+      const viaTcp = yield* engine(tcpOnly)
+      yield* viaRdma.engine.sendNotification(rx.engine.segmentName, makeNotification("rdma", "1"))
+      yield* viaTcp.engine.sendNotification(rx.engine.segmentName, makeNotification("tcp", "2"))
+      const counters = rx.diag.counters
+      const arrived = yield* until(
+        () => (counters.rdma?.received ?? 0) + (counters.rdma?.duplicates ?? 0) === 1 && counters.tcp?.received === 1
+      )
+      expect(arrived).toBe(true)
+      return { rx, got: yield* receive(rx.engine, 2, 500), viaRdma }
+    })
+
+  it.scopedLive(
+    "a policy that refuses drops both, seeing each sender once: a NIC path and a control-plane caller",
+    () =>
+      Effect.gen(function* () {
+        const senders: Array<string> = []
+        const { rx, got, viaRdma } = yield* twoWays({
+          ...Dedup.legacy,
+          admit: (sender) => {
+            senders.push(sender)
+            return false
+          }
+        })
+        expect(got).toEqual([])
+        expect(rx.diag.counters.rdma?.duplicates).toBe(1)
+        expect(senders.sort()).toEqual([`${viaRdma.engine.segmentName}@mlx0`, expect.stringMatching(/^rpc#\d+$/)])
+      })
+  )
+
+  it.scopedLive("negative control: the legacy policy admits both", () =>
+    Effect.gen(function* () {
+      const { got } = yield* twoWays(Dedup.legacy)
+      expect(got.map(text).sort()).toEqual(["rdma", "tcp"])
+    })
+  )
+})
+
+describe("PeerHealthPolicy.decorate: every control-plane call of the engine passes it (RFC PR 4's seam)", () => {
+  /** The agent with each call recorded by name, and failing without a call when `refuse` holds. */
+  const guard =
+    (seen: Array<string>, refuse: boolean) =>
+    (agent: RpcAgent.RpcAgentShape): RpcAgent.RpcAgentShape =>
+      Object.fromEntries(
+        Object.entries(agent).map(([name, f]) => [
+          name,
+          typeof f !== "function"
+            ? f
+            : (address: string, ...rest: Array<unknown>) => {
+                seen.push(name)
+                return refuse
+                  ? Effect.fail(new TransportFailure({ address, reason: "Refused", message: "marked dead" }))
+                  : (f as (...a: Array<unknown>) => unknown)(address, ...rest)
+              }
+        ])
+      ) as unknown as RpcAgent.RpcAgentShape
+
+  it.scopedLive("descriptor fetch, bootstrap, Notify and the TCP data calls all pass the decoration", () =>
+    Effect.gen(function* () {
+      const seen: Array<string> = []
+      const rx = yield* engine({})
+      const tx = yield* engine({}, series({ peerHealth: { ...PeerHealth.legacy, decorate: guard(seen, false) } }))
+      yield* tx.engine.openSegment(rx.engine.segmentName)
+      yield* tx.engine.sendNotification(rx.engine.segmentName, makeNotification("n", "over rdma"))
+      const viaTcp = yield* engine(
+        tcpOnly,
+        series({ peerHealth: { ...PeerHealth.legacy, decorate: guard(seen, false) } })
+      )
+      yield* viaTcp.engine.sendNotification(rx.engine.segmentName, makeNotification("n", "over tcp"))
+      const dst = yield* rx.engine.registerSegment(Buffer.alloc(4096))
+      const src = yield* viaTcp.engine.registerSegment(Buffer.alloc(4096, 1))
+      const batch = yield* viaTcp.engine.allocateBatch
+      const write = { opcode: "WRITE", source: src.addr, target: rx.engine.segmentName, length: 4096 } as const
+      yield* viaTcp.engine.submitTransfer(batch, [{ ...write, targetOffset: dst.addr }])
+      expect((yield* viaTcp.engine.waitTransfer(batch, 10_000)).status).toBe("COMPLETED")
+      expect(new Set(seen)).toEqual(new Set(["getSegmentDesc", "bootstrap", "notify", "sendData"]))
+    })
+  )
+
+  it.scopedLive("a decoration that refuses fails openSegment at once with its TransportFailure; legacy succeeds", () =>
+    Effect.gen(function* () {
+      const rx = yield* engine({})
+      const refused = yield* engine({}, series({ peerHealth: { ...PeerHealth.legacy, decorate: guard([], true) } }))
+      const r = yield* Effect.either(refused.engine.openSegment(rx.engine.segmentName))
+      expect(r._tag === "Left" && r.left.message).toContain("marked dead")
+      const plain = yield* engine({})
+      expect(yield* plain.engine.openSegment(rx.engine.segmentName)).toBeGreaterThan(0)
+    })
+  )
+})
+
+describe("QpRetirement.onNotifyError and the Resend trigger (RFC PRs 1 and 7's seams)", () => {
+  const tracking: Resend.ResendShape = { track: true, onRetire: () => Effect.void }
+  /** What moving A's notify QP to ERR flushes: the 5 sends and every posted receive (a READY endpoint: not quiet). */
+  const flushes = 5 + NOTIFY_SLOTS
+
+  /** A's endpoint to B with `count` notify sends posted that B never acknowledges (A's outgoing packets dropped). */
+  const pendingSends = (A: Side, count: number) =>
+    Effect.gen(function* () {
+      const ep = yield* A.getEndpoint(A.devices[0] as RdmaDevice, { server: "B", address: "B" }, "mlx0")
+      yield* A.control.setFaults("mlx0", { dropOut: 1 })
+      for (let i = 0; i < count; i++) expect(ep.notify.postNotification(makeNotification(`n${i}`, "x"))).toBe(0)
+      expect(ep.pending).toBe(count)
+      return ep
+    })
+
+  it.scopedLive(
+    "'disable': a failed notify completion frees its unit, disables the channel, hands its sends over",
+    () =>
+      Effect.gen(function* () {
+        const { A } = yield* twoTransports(undefined, {
+          retirement: { ...QpRetirement.legacy, onNotifyError: "disable" },
+          resend: tracking
+        })
+        const ep = yield* pendingSends(A, 5)
+        yield* A.control.forceQpError("mlx0", ep.notifyQpNum)
+        expect(yield* until(() => A.counters.notifyErrors === flushes)).toBe(true)
+        expect([ep.pending, ep.connected, ep.status]).toEqual([0, false, "READY"])
+        const channel = yield* Queue.take(A.retiring)
+        expect(channel.cause).toBe("disable")
+        expect(channel.pending.map((p) => text(p.notification))).toEqual(["n0", "n1", "n2", "n3", "n4"])
+        expect(yield* Queue.size(A.retiring)).toBe(0)
+      })
+  )
+
+  it.scopedLive(
+    "negative control: under the legacy 'log' the units leak, the channel stays connected, nothing queued",
+    () =>
+      Effect.gen(function* () {
+        const { A } = yield* twoTransports(undefined, { resend: tracking })
+        const ep = yield* pendingSends(A, 5)
+        yield* A.control.forceQpError("mlx0", ep.notifyQpNum)
+        expect(yield* until(() => A.counters.notifyErrors === flushes)).toBe(true)
+        expect([ep.pending, ep.connected]).toEqual([5, true])
+        expect(yield* Queue.size(A.retiring)).toBe(0)
+      })
+  )
+
+  it.scopedLive(
+    "retirement hands a tracked channel's pending sends to the resend queue; untracked (legacy), nothing",
+    () =>
+      Effect.gen(function* () {
+        const tracked = yield* twoTransports(undefined, { resend: tracking })
+        yield* tracked.A.resetConnection(yield* pendingSends(tracked.A, 3))
+        const channel = yield* Queue.take(tracked.A.retiring)
+        expect([channel.cause, channel.peerNicPath, channel.pending.length]).toEqual(["retire", "B@mlx0", 3])
+        const legacy = yield* twoTransports()
+        yield* legacy.A.resetConnection(yield* pendingSends(legacy.A, 3))
+        expect(yield* Queue.size(legacy.A.retiring)).toBe(0)
+      })
+  )
+})
