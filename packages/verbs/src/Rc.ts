@@ -109,7 +109,6 @@ export interface OpenOptions {
   readonly maxRecvWr: number
   /** Defaults to 0. */
   readonly maxInlineData?: number
-  readonly sqSigAll?: boolean
 }
 
 /** Opens `deviceName` and creates a PD, one CQ and an RC QP (in RESET, one SGE each way) on it, all in the scope. */
@@ -136,8 +135,7 @@ export const open = (
         maxSendSge: 1,
         maxRecvSge: 1,
         maxInlineData: options.maxInlineData ?? 0
-      },
-      ...(options.sqSigAll === undefined ? {} : { sqSigAll: options.sqSigAll })
+      }
     })
     return { ctx, pd, cq, qp }
   })

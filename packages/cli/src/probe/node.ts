@@ -128,14 +128,10 @@ const program = Effect.gen(function* () {
           const handleId = yield* engine.openSegment(target)
           const remote = req.remoteAddr as number
           // The fault, when due, goes in before the attempt is counted (and before its send).
-          const attempt = Effect.suspend(() =>
-            Effect.map(
-              disableAt >= 0 && !progress.disabled && progress.attempted >= disableAt ? disable(target) : Effect.void,
-              () => {
-                progress.attempted++
-              }
-            )
-          )
+          const attempt = Effect.gen(function* () {
+            if (disableAt >= 0 && !progress.disabled && progress.attempted >= disableAt) yield* disable(target)
+            progress.attempted++
+          })
           const fail = (e: unknown) => {
             progress.failed++
             progress.lastError = (e as { _tag?: string })._tag ?? String(e)

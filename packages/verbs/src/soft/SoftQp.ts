@@ -22,8 +22,6 @@ import * as Requester from "./qp/Requester.js"
 import * as Responder from "./qp/Responder.js"
 import type { SoftCq } from "./SoftCq.js"
 
-export type { ModifyFailure } from "./qp/QpState.js"
-
 /** What a QP needs from its device. */
 export interface QpHost {
   readonly host: string
@@ -263,11 +261,6 @@ export class SoftQp implements QueuePair {
   /** Moves to ERR: every outstanding WR completes WR_FLUSH_ERR, in order, send queue first. */
   enterError(): void {
     State.enterError(this)
-  }
-
-  /** RESET: forgets every WR and removes the QP's unpolled completions from its CQs. */
-  reset(): void {
-    State.reset(this)
   }
 
   /** Destroys the QP (as RESET, then unusable). */

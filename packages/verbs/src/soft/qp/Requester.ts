@@ -274,7 +274,11 @@ export const onReadResp = (qp: SoftQp, msg: Buffer, wirePsn: number, plen: numbe
       qp.device.counters.duplicates++
       return
     }
-    if (plen > 0 && !scatterSend(qp, s, offset, msg, plen)) {
+    const base = s * qp.maxSge // READ response bytes go to WQE `s`'s local SGEs (which need LOCAL_WRITE)
+    if (
+      plen > 0 &&
+      !scatter(qp, qp.wqSgeAddr, qp.wqSgeLen, qp.wqSgeLkey, base, qp.wqNumSge[s] as number, offset, msg, plen)
+    ) {
       fail(qp, s, WcStatus.LOC_PROT_ERR)
       return
     }
@@ -285,12 +289,6 @@ export const onReadResp = (qp: SoftQp, msg: Buffer, wirePsn: number, plen: numbe
     pump(qp)
     return
   }
-}
-
-/** Scatters READ response bytes into WQE `s`'s local SGEs (which need LOCAL_WRITE). */
-const scatterSend = (qp: SoftQp, s: number, off: number, msg: Buffer, plen: number): boolean => {
-  const base = s * qp.maxSge
-  return scatter(qp, qp.wqSgeAddr, qp.wqSgeLen, qp.wqSgeLkey, base, qp.wqNumSge[s] as number, off, msg, plen)
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
