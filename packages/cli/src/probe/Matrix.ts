@@ -154,7 +154,9 @@ const streamRow = (
     | {
         readonly at: number
         readonly standaloneAt?: boolean
-        readonly run: (r: Child) => Effect.Effect<string, ChildFailure>
+        /** The initiator stops both streams at `at` until the fault, run with both children, sends `release`. */
+        readonly hold?: boolean
+        readonly run: (r: Child, i: Child) => Effect.Effect<string, ChildFailure>
       }
     | undefined,
   disableAt?: number
@@ -171,6 +173,7 @@ const streamRow = (
         count: plan.count,
         session: session(),
         ...(fault?.standaloneAt === true ? { lead: plan.count } : {}),
+        ...(fault?.hold === true ? { holdAt: fault.at } : {}),
         ...(disableAt === undefined ? {} : { disableAt })
       })
       let faultFiber: Fiber.RuntimeFiber<string, ChildFailure> | undefined
@@ -192,7 +195,7 @@ const streamRow = (
           (fault.standaloneAt === true ? p.standalone : p.attempted) >= fault.at
         ) {
           faultFiber = yield* Effect.fork(
-            Effect.tap(fault.run(r), () =>
+            Effect.tap(fault.run(r, i), () =>
               Effect.sync(() => {
                 faultEnded = Date.now()
               })
@@ -366,9 +369,11 @@ export const runRow = (scenario: Scenario, arm: Arm, plan: Plan, report: Report)
       return streamRow(6, arm, plan, report, {
         at: Math.floor(plan.count / 2),
         standaloneAt: true,
-        run: (r) =>
+        hold: true,
+        run: (r, i) =>
           Effect.gen(function* () {
             r.signal("SIGSTOP")
+            yield* i.request({ cmd: "release" })
             yield* Effect.sleep(plan.holdMs).pipe(Effect.ensuring(Effect.sync(() => r.signal("SIGCONT"))))
             return `receiver frozen ${s(plan.holdMs)} s after ${Math.floor(plan.count / 2)} standalone sends (not paced by the transfers)`
           })

@@ -72,6 +72,8 @@ const program = Effect.gen(function* () {
     endSent: false,
     aborted: false,
     disabled: false,
+    /** The stream waits here (a `holdAt` reached) until the orchestrator's `release`, sent once its fault is in. */
+    held: false,
     callMs: [] as Array<number>,
     callStart: 0
   }
@@ -125,10 +127,12 @@ const program = Effect.gen(function* () {
           const count = req.count as number
           const session = req.session as number
           const disableAt = (req.disableAt as number | undefined) ?? -1
+          const holdAt = (req.holdAt as number | undefined) ?? -1
           const handleId = yield* engine.openSegment(target)
           const remote = req.remoteAddr as number
           // The fault, when due, goes in before the attempt is counted (and before its send).
           const attempt = Effect.gen(function* () {
+            while (progress.held) yield* Effect.sleep(2)
             if (disableAt >= 0 && !progress.disabled && progress.attempted >= disableAt) yield* disable(target)
             progress.attempted++
           })
@@ -184,6 +188,7 @@ const program = Effect.gen(function* () {
             (seq) =>
               Effect.gen(function* () {
                 while (!transfersDone && transfersAttempted < seq - count - lead) yield* Effect.sleep(5)
+                if (seq - count === holdAt) progress.held = true // both streams stop until the fault is in
                 yield* attempt
                 progress.standalone++
                 progress.callStart = performance.now()
@@ -224,6 +229,9 @@ const program = Effect.gen(function* () {
             nextCallsMs: calls.slice(max + 1, max + 4)
           }
         }
+        case "release":
+          progress.held = false
+          return { ok: true }
         case "abort": {
           progress.aborted = !progress.done
           if (stream !== undefined) yield* Fiber.interrupt(stream)
