@@ -127,6 +127,22 @@ export const engineKeys = {
   "transports/tcp/retry_base_delay_ms": int(100, "first TCP retry delay, doubling", nonNegative),
   "transports/tcp/retry_max_delay_ms": int(2000, "largest TCP retry delay", nonNegative),
   "transports/tcp/max_concurrent_tasks": int(16, "concurrent TCP transfer tasks", positive),
+  "notification/rpc_fallback": {
+    kind: "bool",
+    default: true,
+    description:
+      "RFC PR 3 (Series.fromConfig): try the other transports and the control plane's Notify when the notify QP cannot carry a notification"
+  },
+  "notification/proto": int(
+    1,
+    "RFC PR 6 (Series.fromConfig): 1 = typed frames with a (session, seq) stamp to peers that advertise them; 0 = raw frames, no stamp",
+    { check: (n) => n === 0 || n === 1, message: "must be 0 (raw frames) or 1 (typed frames)" }
+  ),
+  "peer_health/enable": {
+    kind: "bool",
+    default: true,
+    description: "RFC PR 4 (Series.fromConfig): remember peers whose control plane stopped answering"
+  },
   "topology/rdma_whitelist": {
     kind: "strings",
     default: [],
@@ -297,3 +313,20 @@ export const layer = (
 /** The provider of `source` as a Layer: provide it under any Layer that reads config (`Layer.provide`). */
 export const layerProvider = (source: ConfigSource = {}): Layer.Layer<never, ConfigError.ConfigError> =>
   Layer.unwrapEffect(Effect.map(provider(source), (p) => Layer.setConfigProvider(p)))
+
+/** The keys with which the RFC selects its PRs (`Series.fromConfig` reads them). */
+export interface SeriesSettings {
+  /** `notification/rpc_fallback` (PR 3). */
+  readonly rpcFallback: boolean
+  /** `notification/proto` (PR 6). */
+  readonly notifyProto: 0 | 1
+  /** `peer_health/enable` (PR 4). */
+  readonly peerHealth: boolean
+}
+
+/** {@link SeriesSettings} read from the current `ConfigProvider`; a wrong value fails naming its key. */
+export const seriesConfig: Config.Config<SeriesSettings> = Config.all({
+  rpcFallback: read.bool("notification/rpc_fallback"),
+  notifyProto: read.int("notification/proto") as Config.Config<0 | 1>,
+  peerHealth: read.bool("peer_health/enable")
+})

@@ -35,6 +35,8 @@ export interface NotifySenders {
   readonly transports: ReadonlyArray<NotifySender>
   /** The control plane's `Notify`, always available. */
   readonly controlPlane: NotifySender
+  /** The largest `name.length + msg.length` a notify QP slot carries (the `Dedup` seam's framing). */
+  readonly slotPayload: number
 }
 
 /** The queue a received notification lands in: the transport that carried it (`Notify` lands in `tcp`'s). */
@@ -77,3 +79,44 @@ export const legacy: NotificationRoutingShape = {
 
 /** {@link legacy} as a Layer. */
 export const layerLegacy: Layer.Layer<NotificationRouting> = Layer.succeed(NotificationRouting, legacy)
+
+/** The failures of a sender after which nothing left this host, so the next sender may carry the notification. */
+const NOTHING_LEFT = new Set([
+  "DeviceNotFound", // no enabled RDMA device
+  "RdmaError", // the post failed
+  "EndpointUnavailable", // the notify QP is not connected (disabled, never set up) or the endpoint is retiring
+  "BootstrapRejected", // the peer answered the bootstrap and refused it (its device is down): its control plane is up
+  "NotificationTooLarge",
+  "NotificationNotSupported"
+])
+
+const routes = new WeakMap<
+  NotifySenders,
+  { readonly all: ReadonlyArray<NotifySender>; readonly large: ReadonlyArray<NotifySender> }
+>()
+
+/**
+ * RFC PR 3: every installed transport in slot order, then the control plane's `Notify`; a failure after which nothing
+ * left the host (no device, a failed post, a notify QP not connected, a refused bootstrap) moves on to the next, a
+ * failed control-plane call (`TransportFailure`: the peer did not answer, a bootstrap timeout included) does not — a
+ * dead control plane costs the one timeout the caller already paid; a notification larger than a slot skips the
+ * notify QP; every queue is drained; the engine takes `Notify` even without the TCP transport.
+ */
+export const rpcFallback: NotificationRoutingShape = {
+  route: (n, senders) => {
+    let r = routes.get(senders)
+    if (r === undefined) {
+      const all = [...senders.transports, senders.controlPlane]
+      r = { all, large: all.filter((s) => s.kind !== "rdma") }
+      routes.set(senders, r)
+    }
+    return n.name.length + n.msg.length > senders.slotPayload ? r.large : r.all
+  },
+  fallback: (error) =>
+    typeof error === "object" && error !== null && NOTHING_LEFT.has((error as { _tag?: string })._tag ?? ""),
+  drainOrder: () => ["rdma", "tcp"],
+  rpcCallback: "engine"
+}
+
+/** {@link rpcFallback} as a Layer (`Series.RpcFallback`). */
+export const layer: Layer.Layer<NotificationRouting> = Layer.succeed(NotificationRouting, rpcFallback)

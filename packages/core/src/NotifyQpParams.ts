@@ -13,6 +13,7 @@
 import { AccessFlags, Mtu, Rc } from "@tent/verbs"
 import { Context, Layer } from "effect"
 import type { EndpointParams } from "./EngineConfig.js"
+import { clampMtu } from "./internal/rdma/NicPath.js"
 
 /** Chooses the notify QP's RC attributes. */
 export interface NotifyQpParamsShape {
@@ -42,3 +43,22 @@ export const legacy: NotifyQpParamsShape = {
 
 /** {@link legacy} as a Layer. */
 export const layerLegacy: Layer.Layer<NotifyQpParams> = Layer.succeed(NotifyQpParams, legacy)
+
+/**
+ * RFC PR 2: `path_mtu` (clamped to the port's active MTU), `min_rnr_timer`, `timeout` and `retry_cnt` from the data
+ * QPs' `EndPointParams`, so both QPs of an endpoint run on one retry budget; `rnr_retry` pinned to 7 (an RNR NAK is
+ * flow control on the endpoint's only SEND/RECV QP and must never retire it). The rest as {@link legacy}.
+ */
+export const fromEndpoint: NotifyQpParamsShape = {
+  params: (endpoint, activeMtu, sgidIndex) => ({
+    ...legacy.params(endpoint, activeMtu, sgidIndex),
+    pathMtu: clampMtu(endpoint.pathMtu, activeMtu),
+    minRnrTimer: endpoint.minRnrTimer,
+    timeout: endpoint.sendTimeout,
+    retryCnt: endpoint.sendRetryCount,
+    rnrRetry: 7
+  })
+}
+
+/** {@link fromEndpoint} as a Layer (`Series.ParamsFromEndpoint`). */
+export const layer: Layer.Layer<NotifyQpParams> = Layer.succeed(NotifyQpParams, fromEndpoint)

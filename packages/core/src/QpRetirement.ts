@@ -19,12 +19,18 @@ import { Context, Layer } from "effect"
 export interface QpRetirementShape {
   /** Remove the notify QP from the QP-number table when retirement starts (before ERR). Legacy: true. */
   readonly unpublishAtRetire: boolean
-  /** `finishDestroy` also waits for the notify QP (its sends in flight). Legacy: false. */
+  /**
+   * `finishDestroy` also waits for the notify QP: its sends in flight and its posted receives, until every one of
+   * them completed and was copied out (at most `FINISH_DESTROY_TIMEOUT_MS`). For this to end, every notify
+   * completion is counted out, a flushed or failed one too: a flushed send frees its window unit. Legacy: false (a
+   * flushed send never frees its unit; destroy does not look).
+   */
   readonly destroyWaitsForNotifyQp: boolean
   /**
    * A notify completion that failed with anything but a flush of a non-READY endpoint: `"log"` counts it
    * (`notifyErrors`) and leaks its window unit (legacy); `"disable"` frees the unit, disables the channel and hands
-   * what it had pending to the resend queue.
+   * what it had pending to the resend queue; the flushes of a disabled channel are then quiet (a disabled notify QP
+   * is "not ready" in the completion classifier, as a retiring one is).
    */
   readonly onNotifyError: "log" | "disable"
 }
@@ -41,3 +47,17 @@ export const legacy: QpRetirementShape = {
 
 /** {@link legacy} as a Layer. */
 export const layerLegacy: Layer.Layer<QpRetirement> = Layer.succeed(QpRetirement, legacy)
+
+/**
+ * RFC PR 1: the notify QP stays in the QP-number table until `deconstruct()` (which unpublishes it in the same
+ * synchronous step that releases the receive slots, so the poller never sees a published QP without its buffers);
+ * `finishDestroy` waits for its sends in flight and its receives; a failed notify completion disables the channel.
+ */
+export const series: QpRetirementShape = {
+  unpublishAtRetire: false,
+  destroyWaitsForNotifyQp: true,
+  onNotifyError: "disable"
+}
+
+/** {@link series} as a Layer (`Series.QpRetirement`). */
+export const layer: Layer.Layer<QpRetirement> = Layer.succeed(QpRetirement, series)

@@ -1,32 +1,37 @@
 /**
- * The seven policy seams of the RFC's series, composed. `legacy` reproduces TENT `main`; each RFC PR replaces one
- * Layer (the file of each seam names its PR). `Policies` is everything `TransferEngine.layer` needs from them.
+ * The seven policy seams of the RFC's series, composed. {@link legacy} reproduces TENT `main`; each RFC PR replaces
+ * one seam's Layer, exported here under the name the project's design card gives it, so an application composes
+ * them — or a test swaps one back for its legacy twin — in those words:
  *
- * | seam | file | RFC PR |
- * |---|---|---|
- * | `QpRetirement` | QpRetirement.ts | 1 |
- * | `NotifyQpParams` | NotifyQpParams.ts | 2 |
- * | `NotificationRouting` | NotificationRouting.ts | 3 |
- * | `PeerHealthPolicy` | PeerHealth.ts | 4 |
- * | `DescriptorPolicy` (`StaleClassifier`) | DescriptorPolicy.ts | 5 |
- * | `Dedup` | Dedup.ts | 6 |
- * | `Resend` | Resend.ts | 7 |
+ * | card name | seam (file) | RFC PR | built |
+ * |---|---|---|---|
+ * | {@link QpRetirement} | `QpRetirement` (QpRetirement.ts) | 1 | yes |
+ * | {@link ParamsFromEndpoint} | `NotifyQpParams` (NotifyQpParams.ts) | 2 | yes |
+ * | {@link RpcFallback} | `NotificationRouting` (NotificationRouting.ts) | 3 | yes |
+ * | `PeerHealth` | `PeerHealthPolicy` (PeerHealth.ts) | 4 | not yet: its legacy twin stands in |
+ * | `DescriptorPolicy` | `StaleClassifier` (DescriptorPolicy.ts) | 5 | not yet: its legacy twin stands in |
+ * | `Dedup` | `Dedup` (Dedup.ts) | 6 | not yet: its legacy twin stands in |
+ * | `Resend` | `Resend` (Resend.ts) | 7 | not yet: its legacy twin stands in |
+ *
+ * {@link all} is the series as far as it is built; {@link fromConfig} selects each PR with the RFC's keys.
  *
  * @since 0.1.0
  */
 import type { DescriptorCache } from "@tent/rpc"
-import { Layer } from "effect"
+import { Effect, Layer } from "effect"
+import type { ConfigError } from "effect/ConfigError"
 import * as Dedup from "./Dedup.js"
 import * as DescriptorPolicy from "./DescriptorPolicy.js"
+import * as EngineConfig from "./EngineConfig.js"
 import * as NotificationRouting from "./NotificationRouting.js"
 import * as NotifyQpParams from "./NotifyQpParams.js"
 import * as PeerHealth from "./PeerHealth.js"
-import * as QpRetirement from "./QpRetirement.js"
+import * as QpRetirementSeam from "./QpRetirement.js"
 import * as Resend from "./Resend.js"
 
 /** The services of the seven seams. */
 export type Policies =
-  | QpRetirement.QpRetirement
+  | QpRetirementSeam.QpRetirement
   | NotifyQpParams.NotifyQpParams
   | NotificationRouting.NotificationRouting
   | PeerHealth.PeerHealthPolicy
@@ -34,13 +39,54 @@ export type Policies =
   | Dedup.Dedup
   | Resend.Resend
 
+/** RFC PR 1: the notify QP stays published until `deconstruct()`; destroy waits for it; a failed send disables it. */
+export const QpRetirement: Layer.Layer<QpRetirementSeam.QpRetirement> = QpRetirementSeam.layer
+
+/** RFC PR 2: the notify QP's `path_mtu`, `min_rnr_timer`, `timeout`, `retry_cnt` from `EndPointParams`. */
+export const ParamsFromEndpoint: Layer.Layer<NotifyQpParams.NotifyQpParams> = NotifyQpParams.layer
+
+/** RFC PR 3: fall back to the next transport and the control plane's `Notify`; drain every queue. */
+export const RpcFallback: Layer.Layer<NotificationRouting.NotificationRouting> = NotificationRouting.layer
+
 /** TENT `main`: every seam's legacy Layer. */
 export const legacy: Layer.Layer<Policies> = Layer.mergeAll(
-  QpRetirement.layerLegacy,
+  QpRetirementSeam.layerLegacy,
   NotifyQpParams.layerLegacy,
   NotificationRouting.layerLegacy,
   PeerHealth.layerLegacy,
   DescriptorPolicy.layerLegacy,
   Dedup.layerLegacy,
   Resend.layerLegacy
+)
+
+/** The series as far as it is built: PRs 1-3's Layers, the legacy twins of PRs 4-7 until they land. */
+export const all: Layer.Layer<Policies> = Layer.mergeAll(
+  QpRetirement,
+  ParamsFromEndpoint,
+  RpcFallback,
+  PeerHealth.layerLegacy,
+  DescriptorPolicy.layerLegacy,
+  Dedup.layerLegacy,
+  Resend.layerLegacy
+)
+
+/**
+ * The series selected by the RFC's keys from the ambient `ConfigProvider` (provide `EngineConfig.layerProvider`
+ * under it, as `TransferEngine.layerSoft` does): PRs 1 and 2 have no key and are always on;
+ * `notification/rpc_fallback` (default true) selects PR 3, false restores the legacy routing. `peer_health/enable`
+ * (PR 4) and `notification/proto` (PR 6) are read and checked — a wrong value fails at start naming the key — and
+ * select their legacy twins until those PRs are built.
+ */
+export const fromConfig: Layer.Layer<Policies, ConfigError> = Layer.unwrapEffect(
+  Effect.map(EngineConfig.seriesConfig, (s) =>
+    Layer.mergeAll(
+      QpRetirement,
+      ParamsFromEndpoint,
+      s.rpcFallback ? RpcFallback : NotificationRouting.layerLegacy,
+      PeerHealth.layerLegacy,
+      DescriptorPolicy.layerLegacy,
+      Dedup.layerLegacy,
+      Resend.layerLegacy
+    )
+  )
 )

@@ -29,6 +29,7 @@ import * as RdmaTransport from "./internal/rdma/RdmaTransport.js"
 import { EngineAgent, EngineIdentity, ResendQueue } from "./internal/Services.js"
 import * as TcpTransport from "./internal/TcpTransport.js"
 import * as Transfers from "./internal/Transfers.js"
+import { Dedup } from "./Dedup.js"
 import { NotificationRouting, type NotifySender, type NotifySenders, type QueueKind } from "./NotificationRouting.js"
 import { PeerHealthPolicy } from "./PeerHealth.js"
 import type { RetiringChannel } from "./Resend.js"
@@ -101,6 +102,7 @@ export const make = Effect.gen(function* () {
   const cache = yield* DescriptorCache.DescriptorCache
   const agent = yield* EngineAgent
   const routing = yield* NotificationRouting
+  const dedup = yield* Dedup
   const delivery = yield* Delivery.EngineDelivery
   const regions = yield* LocalSegment.LocalSegment
   const scope = yield* Effect.scope
@@ -144,7 +146,8 @@ export const make = Effect.gen(function* () {
       ...(rdma === undefined ? [] : [{ kind: "rdma", send: rdma.sendNotification } as const]),
       ...(tcp === undefined ? [] : [{ kind: "tcp", send: tcp.sendNotification } as const])
     ],
-    controlPlane: { kind: "rpc", send: (segment, n) => TcpTransport.notifyVia(agent, cache, segment, n) }
+    controlPlane: { kind: "rpc", send: (segment, n) => TcpTransport.notifyVia(agent, cache, segment, n) },
+    slotPayload: dedup.maxPayload
   }
   const installed: ReadonlyArray<QueueKind> = senders.transports.map((s) => s.kind as QueueKind)
   const drainOrder = routing.drainOrder(installed)

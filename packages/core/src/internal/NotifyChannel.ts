@@ -37,6 +37,13 @@ export interface NotifyChannelPolicies {
   readonly peerHealth: PeerHealthPolicyShape
 }
 
+/**
+ * Send work requests carry `SEND_WR_BASE + counter` as their id, receives their slot index (< 256): a failed
+ * completion's opcode is undefined in verbs, its `wr_id` is not, so the poller tells a flushed send from a flushed
+ * receive by the id alone.
+ */
+export const SEND_WR_BASE = 0x1_0000_0000
+
 /** `postNotification`'s results besides 0 and a post errno. */
 export const TOO_LARGE = -1
 export const NO_SLOT = -2
@@ -49,6 +56,8 @@ export class NotifyChannel {
   pending = 0
   /** TENT `notify_send_wr_id_`: slot = counter % 256. */
   sendCounter = 0
+  /** Receives posted and not completed (the notify QP's side `finishDestroy` waits for under RFC PR 1). */
+  recvPosted = 0
   /** TENT `notify_connected_`. */
   connected = false
   /** The peer's `notify_proto` from its `BootstrapDesc`. */
@@ -115,7 +124,14 @@ export class NotifyChannel {
     if (qp === undefined || mr === undefined) return -1
     this.recvWr.wrId = index
     this.recvSge.addr = mr.addr + index * NOTIFY_SLOT_BYTES
-    return qp.postRecv(this.recvWr)
+    const rc = qp.postRecv(this.recvWr)
+    if (rc === 0) this.recvPosted++
+    return rc
+  }
+
+  /** A receive completed (copied out, or flushed). */
+  onRecvDone(): void {
+    if (this.recvPosted > 0) this.recvPosted--
   }
 
   /** The receive slots' memory (undefined once released). */
@@ -140,7 +156,7 @@ export class NotifyChannel {
     if (len < 0) return TOO_LARGE
     this.sge.addr = mr.addr + offset
     this.sge.length = len
-    this.sendWr.wrId = this.sendCounter++
+    this.sendWr.wrId = SEND_WR_BASE + (this.sendCounter++ % SEND_WR_BASE)
     const rc = qp.postSend(this.sendWr)
     if (rc !== 0) return rc
     this.pending++
@@ -175,7 +191,10 @@ export class NotifyChannel {
     return Effect.zipRight(bounded, this.awaitSlot)
   })
 
-  /** A successful SEND completion (TENT `handleNotifySendComplete`): frees a unit, wakes one waiter. */
+  /**
+   * A SEND completion (TENT `handleNotifySendComplete`, which sees only successful ones; under RFC PR 1 a flushed one
+   * too): frees a unit, wakes one waiter.
+   */
   onSendComplete(): void {
     if (this.pending > 0) this.pending--
     if (this.policies.resend.track) this.inFlight.shift()

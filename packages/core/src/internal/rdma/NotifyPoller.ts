@@ -1,18 +1,19 @@
 /**
  * The notify poller, one per RDMA transport (TENT `processNotifyCompletions`): polls every device's notify CQ 16
- * completions a pass, maps each completion to its endpoint through the transport's QP-number table, decodes RECVs
+ * completions a pass (the rest on the next turn of the event loop), maps each completion to its endpoint through the transport's QP-number table, decodes RECVs
  * and hands them to the engine's delivery point, reposts the receive, and counts what it drops (`unknownQp`,
  * `malformed`, `duplicates`, `flushed`, `notifyErrors`). Bad input is counted, never thrown.
  *
- * It runs as the CQs' completion-channel listener (synchronously, where the completion is announced) instead of
- * TENT's thread with its 10 µs `usleep` loop, so a notification reaches the consumer without a fiber wake-up. This
- * is the hot path: plain synchronous code per completion, one reused decode object.
+ * It runs from the CQs' completion channel, a pass scheduled on the next turn of the event loop (`setImmediate`),
+ * instead of TENT's thread with its 10 µs `usleep` loop: a notification reaches the consumer without a fiber
+ * wake-up, and other work of the process can still land between a completion's arrival and its poll, as TENT's
+ * other threads can. This is the hot path: plain synchronous code per completion, one reused decode object.
  */
 import { type CompletionQueue, WcOpcode, WcStatus, WorkCompletion } from "@tent/verbs"
 import { DecodedFrame, type DedupShape } from "../../Dedup.js"
 import type { QpRetirementShape } from "../../QpRetirement.js"
 import type { Delivery } from "../Delivery.js"
-import { NOTIFY_SLOT_BYTES, NOTIFY_SLOTS } from "../NotifyChannel.js"
+import { NOTIFY_SLOT_BYTES, NOTIFY_SLOTS, SEND_WR_BASE } from "../NotifyChannel.js"
 import type { RdmaEndpoint } from "./RdmaEndpoint.js"
 
 /** Completions the notify poller takes from one CQ per pass (TENT: 16). */
@@ -49,10 +50,12 @@ export const makeCounters = (): NotifyCounters => ({
 
 /** The running poller. */
 export interface NotifyPoller {
-  /** Runs the passes now, until every CQ is empty (the completion-channel listener). */
+  /** Schedules a pass on the next turn of the event loop (the completion-channel listener). */
   readonly run: () => void
   /** Stops (or resumes) polling between passes, to hold completions unpolled (fault injection). */
   readonly pause: (paused: boolean) => void
+  /** Stops for good (the transport's scope closes). */
+  readonly stop: () => void
 }
 
 /** Starts polling `cqs`; completions go to the endpoints of `table`, notifications to `delivery`. */
@@ -75,25 +78,38 @@ export const start = (options: {
       return
     }
     if (byteLen === 0) {
-      ep.notify.postRecv(index)
+      repost(ep, index)
       return
     }
     const rc = dedup.decode(buf, index * NOTIFY_SLOT_BYTES, byteLen, frame)
     if (rc !== 0) counters.malformed++
     else if (delivery.fromFrame("rdma", ep.peerNicPath, buf, frame)) counters.received++
     else counters.duplicates++
-    ep.notify.postRecv(index)
+    repost(ep, index)
+  }
+
+  // A retiring endpoint (RFC PR 1: still published) gets no receive reposted into its ERR QP.
+  const repost = (ep: RdmaEndpoint, index: number): void => {
+    if (ep.status === "READY") ep.notify.postRecv(index)
   }
 
   const handle = (w: WorkCompletion): void => {
     const ep = table.get(w.qpNum)
+    const isSend = w.wrId >= SEND_WR_BASE
     if (w.status !== WcStatus.SUCCESS) {
-      if (w.status === WcStatus.WR_FLUSH_ERR && (ep === undefined || ep.status !== "READY")) counters.flushed++
+      // RFC PR 1: every completion is counted out, so `finishDestroy` can wait for the notify QP.
+      if (ep !== undefined && retirement.destroyWaitsForNotifyQp) {
+        if (isSend) ep.notify.onSendComplete()
+        else ep.notify.onRecvDone()
+      }
+      const notReady =
+        ep === undefined ||
+        ep.status !== "READY" ||
+        (retirement.onNotifyError === "disable" && !ep.notify.connected && ep.notify.qp !== undefined)
+      if (w.status === WcStatus.WR_FLUSH_ERR && notReady) counters.flushed++
       else {
         counters.notifyErrors++
-        if (retirement.onNotifyError === "disable" && ep !== undefined) {
-          ep.disableNotify()
-        }
+        if (retirement.onNotifyError === "disable" && ep !== undefined) ep.disableNotify()
       }
       return
     }
@@ -101,48 +117,61 @@ export const start = (options: {
       counters.unknownQp++
       return
     }
-    if (w.opcode === WcOpcode.RECV) handleRecv(ep, w.wrId, w.byteLen)
-    else if (w.opcode === WcOpcode.SEND) ep.notify.onSendComplete()
+    if (isSend) ep.notify.onSendComplete()
+    else if (w.opcode === WcOpcode.RECV) {
+      ep.notify.onRecvDone()
+      handleRecv(ep, w.wrId, w.byteLen)
+    }
   }
 
-  const pass = (): number => {
-    let total = 0
+  /** One pass: at most 16 completions from each CQ (TENT's `ibv_poll_cq(cq, 16, wc)`); true if a CQ had more. */
+  const pass = (): boolean => {
+    let full = false
     for (const cq of cqs) {
       const n = cq.pollCq(NOTIFY_POLL_BATCH, wc)
       for (let i = 0; i < n; i++) handle(wc[i] as WorkCompletion)
-      if (n > 0) total += n
+      if (n === NOTIFY_POLL_BATCH) full = true
     }
-    return total
+    return full
   }
 
-  // A run polls every notify CQ 16 completions a pass until all are empty, re-arms them and polls once more (a
-  // completion between the last pass and the arm is not missed). While paused the listener leaves the CQs unpolled
-  // and unarmed; resuming runs the passes at once, from the resuming fiber.
+  // The completion channel schedules a pass on the next turn of the event loop (TENT's notify worker polls in a loop
+  // of its own); a pass takes 16 completions a CQ and, if a CQ had more, leaves them for the pass of the next turn.
+  // So whatever else runs on this loop (a data completion retiring an endpoint, a control-plane handler, a timer)
+  // can run between a completion's arrival and its poll, as TENT's other threads can. Once every CQ is below 16, they
+  // are re-armed and polled once more (a completion between the last poll and the arm is not missed).
   let paused = false
-  let running = false
+  let scheduled = false
+  let stopped = false
   const run = (): void => {
-    if (paused || running) return
-    running = true
-    try {
-      for (;;) {
-        if (pass() > 0) {
-          if (paused) return
-          continue
-        }
-        for (const cq of cqs) cq.reqNotifyCq()
-        if (pass() === 0 || paused) return
-      }
-    } finally {
-      running = false
+    scheduled = false
+    if (paused || stopped) return
+    if (pass()) return schedule()
+    for (const cq of cqs) cq.reqNotifyCq()
+    let again = false
+    for (const cq of cqs) {
+      const n = cq.pollCq(NOTIFY_POLL_BATCH, wc)
+      for (let i = 0; i < n; i++) handle(wc[i] as WorkCompletion)
+      if (n > 0) again = true
     }
+    if (again) schedule()
   }
-  for (const cq of cqs) cq.setNotify(run)
-  run()
+  const schedule = (): void => {
+    if (scheduled || paused || stopped) return
+    scheduled = true
+    setImmediate(run)
+  }
+  for (const cq of cqs) cq.setNotify(schedule)
+  schedule()
   return {
-    run,
+    run: schedule,
     pause: (p) => {
       paused = p
-      if (!p) run()
+      if (!p) schedule()
+    },
+    stop: () => {
+      stopped = true
+      for (const cq of cqs) cq.setNotify(null)
     }
   }
 }

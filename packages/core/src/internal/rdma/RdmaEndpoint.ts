@@ -360,14 +360,21 @@ export class RdmaEndpoint {
 
   /**
    * TENT `finishDestroy` (the store's reclaim): true once DESTROYED. Waits while data QPs have work outstanding
-   * (at most 30 s); the notify QP is waited for only if the `QpRetirement` seam says so.
+   * (at most 30 s); the notify QP — its sends in flight and its posted receives, until the poller has counted each
+   * out — only if the `QpRetirement` seam says so (RFC PR 1).
    */
   readonly finishDestroy: Effect.Effect<boolean> = Effect.suspend(() => {
     if (this.status === "DESTROYED") return Effect.succeed(true)
     if (this.status !== "DESTROYING") return Effect.succeed(false)
     const young = this.host.clock.unsafeCurrentTimeMillis() - this.destroyStart < FINISH_DESTROY_TIMEOUT_MS
     if (young && this.wrDepth.some((d) => d > 0)) return Effect.succeed(false)
-    if (young && this.host.retirement.destroyWaitsForNotifyQp && this.notify.pending > 0) return Effect.succeed(false)
+    if (
+      young &&
+      this.host.retirement.destroyWaitsForNotifyQp &&
+      (this.notify.pending > 0 || this.notify.recvPosted > 0)
+    ) {
+      return Effect.succeed(false)
+    }
     return this.lock.withPermits(1)(Effect.as(this.deconstructUnlocked, true))
   })
 

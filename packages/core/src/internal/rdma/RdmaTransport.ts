@@ -140,6 +140,7 @@ export const make = Effect.gen(function* () {
     retirement,
     counters
   })
+  yield* Effect.addFinalizer(() => Effect.sync(() => poller.stop()))
   for (const d of devices)
     pollData(d, dataByNum[d.index] as Map<number, { ep: RdmaEndpoint; lane: number }>, () => sink)
 
