@@ -6,6 +6,10 @@ import { EngineConfig } from "../src/index.js"
 
 /** Every key's default as `EngineConfig.keys` declared it before the keys moved to the packages that read them. */
 const defaultsBefore = {
+  // The RFC's keys that select its PRs (Series.fromConfig), with the RFC's defaults.
+  "notification/rpc_fallback": true,
+  "notification/proto": 1,
+  "peer_health/enable": true,
   local_segment_name: "",
   metadata_type: "p2p",
   rpc_server_hostname: "127.0.0.1",

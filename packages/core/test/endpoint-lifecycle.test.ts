@@ -194,25 +194,65 @@ describe("finishDestroy", () => {
       })
   )
 
-  it.scoped("a QpRetirement with destroyWaitsForNotifyQp waits for pending notify sends, at most the timeout", () =>
+  /** A's endpoint to B with `count` notify sends that B never acknowledges (A's outgoing packets dropped). */
+  const sendsInFlight = (A: Side, count: number) =>
     Effect.gen(function* () {
-      const waits = { ...QpRetirement.legacy, destroyWaitsForNotifyQp: true }
-      const first = yield* connectedPair(waits)
-      expect(first.a.notify.postNotification(makeNotification("n", "pending"))).toBe(0)
-      yield* first.a.retire
-      expect(yield* first.a.finishDestroy).toBe(false)
-      first.a.notify.onSendComplete()
-      expect(first.a.pending).toBe(0)
-      expect(yield* first.a.finishDestroy).toBe(true)
-      // A send that never completes holds the destroy back only until the timeout.
-      const second = yield* connectedPair(waits)
-      expect(second.a.notify.postNotification(makeNotification("n", "lost"))).toBe(0)
-      yield* second.a.retire
-      yield* TestClock.adjust(RdmaEndpoint.FINISH_DESTROY_TIMEOUT_MS - 1)
-      expect(yield* second.a.finishDestroy).toBe(false)
-      yield* TestClock.adjust(1)
-      expect(yield* second.a.finishDestroy).toBe(true)
+      const ep = yield* A.getEndpoint(A.devices[0] as RdmaDevice, { server: "B", address: "B" }, "mlx0")
+      yield* A.control.setFaults("mlx0", { dropOut: 1 })
+      for (let i = 0; i < count; i++) expect(ep.notify.postNotification(makeNotification(`n${i}`, "x"))).toBe(0)
+      expect([ep.pending, ep.notify.recvPosted]).toEqual([count, 256])
+      return ep
     })
+
+  it.scoped(
+    "[RFC PR 1, Series.QpRetirement] destroy waits until the poller counted the notify QP's flushed sends and receives out, then proceeds (no 30 s)",
+    () =>
+      Effect.gen(function* () {
+        const { A } = yield* twoTransports(undefined, { retirement: QpRetirement.series })
+        const ep = yield* sendsInFlight(A, 5)
+        yield* ep.retire // the QPs go to ERR: 5 sends and 256 receives flush into the notify CQ, unpolled yet
+        expect(ep.status).toBe("DESTROYING")
+        expect(yield* ep.finishDestroy).toBe(false)
+        expect(A.poller).toBeDefined()
+        // No hand call and no clock moved: the poller's next turn counts every flush out.
+        yield* Effect.promise(() => new Promise((r) => setTimeout(r, 50)))
+        expect([ep.pending, ep.notify.recvPosted]).toEqual([0, 0])
+        expect(A.counters.flushed).toBe(5 + 256)
+        expect(yield* ep.finishDestroy).toBe(true)
+        expect(ep.status).toBe("DESTROYED")
+      })
+  )
+
+  it.scoped("[RFC PR 1] completions the poller never takes hold the destroy back only until the timeout (TestClock)", () =>
+    Effect.gen(function* () {
+      const { A } = yield* twoTransports(undefined, { retirement: QpRetirement.series })
+      const ep = yield* sendsInFlight(A, 3)
+      A.poller.pause(true)
+      yield* ep.retire
+      yield* Effect.promise(() => new Promise((r) => setTimeout(r, 50)))
+      yield* TestClock.adjust(RdmaEndpoint.FINISH_DESTROY_TIMEOUT_MS - 1)
+      expect(yield* ep.finishDestroy).toBe(false)
+      expect(ep.pending).toBe(3)
+      yield* TestClock.adjust(1)
+      expect(yield* ep.finishDestroy).toBe(true)
+      A.poller.pause(false)
+    })
+  )
+
+  it.scoped(
+    "negative control [legacy QpRetirement]: destroy proceeds at once with the notify QP's completions still unpolled in its CQ",
+    () =>
+      Effect.gen(function* () {
+        const { A } = yield* twoTransports()
+        const ep = yield* sendsInFlight(A, 5)
+        yield* ep.retire
+        expect(yield* ep.finishDestroy).toBe(true)
+        yield* Effect.promise(() => new Promise((r) => setTimeout(r, 50)))
+        // Destroyed before its flushes were polled: destroying the QP took its 261 unpolled completions with it (as
+        // mlx5 cleans a destroyed QP's CQEs), so none ever reached the poller and the 5 units were never freed.
+        expect(ep.pending).toBe(5)
+        expect(A.counters.flushed + A.counters.notifyErrors + A.counters.unknownQp).toBe(0)
+      })
   )
 })
 
