@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { makeNotification, TransportFailure } from "@tent/rpc"
-import { Effect, Fiber } from "effect"
+import { Effect, Fiber, Layer } from "effect"
+import { NotificationRouting, Series } from "../src/index.js"
 import { payload } from "./fixtures/engine.js"
 import type { Peer } from "./fixtures/pair.js"
 import * as Pair from "./fixtures/pair.js"
@@ -44,41 +45,58 @@ const waitUntil = (check: Effect.Effect<boolean>, ms: number) =>
   })
 
 describe("legacy faults (Series.legacy), two processes", () => {
+  /**
+   * The peer sends 100 notifications that complete on the wire while this engine's notify poller is held; then this
+   * fiber retires the endpoint (as TENT's RPC handler, data worker or eviction would) and the poller resumes.
+   */
+  const retireWithUnpolled = (engine: Pair.TestEngine, peer: Peer) =>
+    Effect.gen(function* () {
+      const rdma = engine.rdma as NonNullable<typeof engine.rdma>
+      // Establish the endpoint (the peer bootstraps towards this engine's NIC 0).
+      yield* request(peer, { cmd: "send", target: engine.segmentName, prefix: "warm", count: 1 })
+      expect(
+        yield* waitUntil(
+          Effect.sync(() => rdma.counters.received === 1),
+          5000
+        )
+      ).toBe(true)
+      yield* rdma.pauseNotifyPoller(true)
+      yield* request(peer, { cmd: "send", target: engine.segmentName, prefix: "r", count: 100 })
+      const acked = yield* waitUntil(
+        Effect.map(request<Stats>(peer, { cmd: "stats" }), (s) => s.endpoints.every((e) => e.pending === 0)),
+        10_000
+      )
+      expect(acked).toBe(true)
+      const [ep] = yield* rdma.endpoints
+      expect(ep).toBeDefined()
+      expect(yield* rdma.retire(ep?.localNic as string, ep?.peerNicPath as string)).toBe(true)
+      yield* rdma.pauseNotifyPoller(false)
+      yield* waitUntil(
+        Effect.sync(() => rdma.counters.unknownQp + rdma.counters.received >= 101),
+        5000
+      )
+      const got = (yield* engine.receiveNotifications).filter((n) => new TextDecoder().decode(n.name)[0] === "r")
+      return { unknownQp: rdma.counters.unknownQp, got: got.length }
+    })
+
   it.live(
     "[flipped by RFC PR 1, QpRetirement] retirement from a fiber other than the poller loses unpolled notifications as 'unknown QP'",
     () =>
       withEngines((engine, peer) =>
-        Effect.gen(function* () {
-          const rdma = engine.rdma as NonNullable<typeof engine.rdma>
-          // Establish the endpoint (the peer bootstraps towards this engine's NIC 0).
-          yield* request(peer, { cmd: "send", target: engine.segmentName, prefix: "warm", count: 1 })
-          expect(
-            yield* waitUntil(
-              Effect.sync(() => rdma.counters.received === 1),
-              5000
-            )
-          ).toBe(true)
-          // Hold the notify poller between passes; 100 notifications arrive and complete on the wire, unpolled here.
-          yield* rdma.pauseNotifyPoller(true)
-          yield* request(peer, { cmd: "send", target: engine.segmentName, prefix: "r", count: 100 })
-          const acked = yield* waitUntil(
-            Effect.map(request<Stats>(peer, { cmd: "stats" }), (s) => s.endpoints.every((e) => e.pending === 0)),
-            10_000
-          )
-          expect(acked).toBe(true)
-          // This fiber retires the endpoint (as TENT's RPC handler, data worker or eviction would).
-          const [ep] = yield* rdma.endpoints
-          expect(ep).toBeDefined()
-          expect(yield* rdma.retire(ep?.localNic as string, ep?.peerNicPath as string)).toBe(true)
-          yield* rdma.pauseNotifyPoller(false)
-          yield* waitUntil(
-            Effect.sync(() => rdma.counters.unknownQp >= 100),
-            5000
-          )
-          const got = (yield* engine.receiveNotifications).filter((n) => new TextDecoder().decode(n.name)[0] === "r")
+        Effect.map(retireWithUnpolled(engine, peer), (r) => {
           // Legacy: the QP number was unpublished before the QP went to ERR: every unpolled RECV is "unknown QP".
-          expect(rdma.counters.unknownQp).toBe(100)
-          expect(got.length).toBe(0)
+          expect(r).toEqual({ unknownQp: 100, got: 0 })
+        })
+      ),
+    60_000
+  )
+
+  it.live(
+    "[RFC PR 1, Series.QpRetirement] the same retirement loses nothing: the notify QP stays published until deconstruct (control: the test above)",
+    () =>
+      Pair.withEngines({ series: Layer.merge(Series.legacy, Series.QpRetirement) }, (engine, peer) =>
+        Effect.map(retireWithUnpolled(engine, peer), (r) => {
+          expect(r).toEqual({ unknownQp: 0, got: 100 })
         })
       ),
     60_000
@@ -174,31 +192,123 @@ describe("legacy faults (Series.legacy), two processes", () => {
     60_000
   )
 
+  /** The peer (TCP only: its notifications go as control-plane `Notify`s) sends `count`; what this engine drains. */
+  const notifyInto = (engine: Pair.TestEngine, peer: Peer, count: number) =>
+    Effect.gen(function* () {
+      const reply = yield* request<{ failed: number }>(peer, {
+        cmd: "send",
+        target: engine.segmentName,
+        prefix: "t",
+        count
+      })
+      expect(reply.failed).toBe(0) // the sender saw every call succeed
+      // The peer's calls returned: each Notify was answered, so whatever this engine kept is queued by now.
+      const got: Array<string> = []
+      for (let i = 0; i < 3; i++) {
+        for (const n of yield* engine.receiveNotifications) got.push(new TextDecoder().decode(n.name))
+        yield* Effect.sleep("20 millis")
+      }
+      return got
+    })
+  const tcpOnly = { transports: { rdma: { enable: false } } }
+  const rdmaOnly = { transports: { tcp: { enable: false } } }
+  const withPr3 = Layer.merge(Series.legacy, Series.RpcFallback)
+
   it.live(
     "[flipped by RFC PR 3, NotificationRouting] a Notify that arrives over the control plane is queued by TCP but never drained while RDMA is installed",
     () =>
-      withEngines(
-        (engine, peer) =>
-          Effect.gen(function* () {
-            const reply = yield* request<{ failed: number }>(peer, {
-              cmd: "send",
-              target: engine.segmentName,
-              prefix: "t",
-              count: 10
+      Pair.withEngines({ peerJson: tcpOnly }, (engine, peer) =>
+        Effect.gen(function* () {
+          expect(yield* notifyInto(engine, peer, 10)).toEqual([])
+          const tcp = engine.tcp as NonNullable<typeof engine.tcp>
+          expect(tcp.counters.received).toBe(10)
+          expect(tcp.inbox.size).toBe(10)
+        })
+      ),
+    60_000
+  )
+
+  it.live(
+    "[flipped by RFC PR 3, NotificationRouting] an RDMA-only receiver answers 2000 Notifys with success and keeps 0 of them",
+    () =>
+      Pair.withEngines({ json: rdmaOnly, peerJson: tcpOnly }, (engine, peer) =>
+        Effect.map(notifyInto(engine, peer, 2000), (got) => expect(got.length).toBe(0))
+      ),
+    60_000
+  )
+
+  it.live(
+    "[RFC PR 3, Series.RpcFallback] every queue is drained and an RDMA-only engine takes Notify: 10 of 10 with TCP installed, 2000 of 2000 without (controls: the two tests above)",
+    () =>
+      Effect.gen(function* () {
+        const withTcp = yield* Pair.withEngines({ peerJson: tcpOnly, series: withPr3 }, (engine, peer) =>
+          notifyInto(engine, peer, 10)
+        )
+        expect(withTcp).toEqual(Array.from({ length: 10 }, (_, i) => `t${i}`))
+        const without = yield* Pair.withEngines({ json: rdmaOnly, peerJson: tcpOnly, series: withPr3 }, (engine, peer) =>
+          notifyInto(engine, peer, 2000)
+        )
+        expect(without).toEqual(Array.from({ length: 2000 }, (_, i) => `t${i}`))
+      }),
+    120_000
+  )
+
+  /** Two `sendNotification`s to a frozen peer whose descriptor is cached: each call's time and error. */
+  const frozenSends = (engine: Pair.TestEngine, peer: Peer) =>
+    Effect.gen(function* () {
+      yield* engine.openSegment(peer.ready.segment)
+      peer.signal("SIGSTOP")
+      const out: Array<{ ms: number; error: unknown }> = []
+      for (let k = 0; k < 2; k++) {
+        const t0 = performance.now()
+        const error = yield* Effect.flip(engine.sendNotification(peer.ready.segment, makeNotification("f", "x")))
+        out.push({ ms: performance.now() - t0, error })
+      }
+      peer.signal("SIGCONT")
+      return out
+    })
+  // A bootstrap timeout of 500 ms, a Notify timeout of 3 s: a second (fallback) call would show as ≥ 3.5 s (the
+  // legacy descriptor refetch after a failed Notify is bounded by the 500 ms request timeout).
+  const frozenConfig = { rpc: { bootstrap_timeout_ms: 500, notify_timeout_ms: 3000, request_timeout_ms: 500 } }
+
+  it.live(
+    "[RFC PR 3, Series.RpcFallback] a bootstrap that failed because the control plane did not answer is not retried over it: one timeout per call",
+    () =>
+      Pair.withEngines({ json: frozenConfig, series: withPr3 }, (engine, peer) =>
+        Effect.map(frozenSends(engine, peer), (calls) => {
+          for (const c of calls) {
+            expect(c.error).toMatchObject({ _tag: "TransportFailure", reason: "Timeout" })
+            expect(c.ms).toBeGreaterThanOrEqual(480)
+            expect(c.ms).toBeLessThan(2500)
+          }
+        })
+      ),
+    60_000
+  )
+
+  it.live(
+    "negative control: a routing that also falls back after a TransportFailure pays more timeouts per call",
+    () =>
+      Pair.withEngines(
+        {
+          json: frozenConfig,
+          series: Layer.merge(
+            Series.legacy,
+            Layer.succeed(NotificationRouting.NotificationRouting, {
+              ...NotificationRouting.rpcFallback,
+              fallback: () => true
             })
-            expect(reply.failed).toBe(0)
-            const tcp = engine.tcp as NonNullable<typeof engine.tcp>
-            expect(
-              yield* waitUntil(
-                Effect.sync(() => tcp.counters.received === 10),
-                5000
-              )
-            ).toBe(true)
-            expect(yield* engine.receiveNotifications).toEqual([])
-            expect(tcp.inbox.size).toBe(10)
-          }),
-        {},
-        { transports: { rdma: { enable: false } } }
+          )
+        },
+        (engine, peer) =>
+          Effect.map(frozenSends(engine, peer), (calls) => {
+            // The first call: the bootstrap timeout, then the Notify timeout over TCP (and the legacy refetch after
+            // it); the descriptor is gone after that, so the second call pays a 500 ms fetch for each of its three
+            // senders. Either way more than the one timeout the series arm pays.
+            const [first, second] = calls
+            expect(first?.ms).toBeGreaterThanOrEqual(3400)
+            expect(second?.ms).toBeGreaterThanOrEqual(1400)
+          })
       ),
     60_000
   )
