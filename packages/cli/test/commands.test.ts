@@ -72,11 +72,13 @@ describe("tent --help and bad arguments", () => {
     }
   })
 
-  it("tent probe --arm series is a clear error, not a fallback", async () => {
-    const r = await inProcess(["probe", "--arm", "series", "--quick"])
-    expect(r.code).toBe(1)
-    expect(r.stderr).toMatch(/^tent probe: the series arm does not exist yet/)
-    expect(r.stderr.trim().split("\n")).toHaveLength(1)
+  it("tent probe: a wrong --only or --arm is a clear usage error naming what exists", async () => {
+    const only = await inProcess(["probe", "--arm", "series", "--quick", "--only", "9"])
+    expect(only.code).toBe(1)
+    expect(only.stderr).toMatch(/--only: unknown scenario 9; the scenarios are 1, 2, 3, 4, 5, 6, recovery/)
+    const arm = await inProcess(["probe", "--arm", "nope"])
+    expect(arm.code).not.toBe(0)
+    expect(arm.stderr).toMatch(/legacy.*series.*both/s)
   })
 
   it("typed errors render as one line naming the peer and what to check", () => {

@@ -33,6 +33,7 @@ export interface Counters {
         readonly flushed: number
         readonly notifyErrors: number
         readonly sent: number
+        readonly deferredPasses: number
       }
     | undefined
   readonly tcp?:

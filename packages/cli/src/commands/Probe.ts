@@ -1,7 +1,10 @@
 /**
  * `tent probe`: the RFC's fault matrix between two real processes (`probe/Matrix.ts`), printed as a table shaped like
- * the RFC's Motivation table, or as `{"rows":[…]}` with `--json`. Only the legacy arm (TENT `main`,
- * `Series.legacy`) exists; `--arm series` is an error and `--arm both` runs legacy and says the series is not built.
+ * the RFC's Motivation table, or as `{"rows":[…]}` with `--json`. Two arms: `legacy` (TENT `main`, `Series.legacy`)
+ * and `series` (`Series.all`: the RFC's PRs as far as they are built, the legacy twins of the rest); `--arm both`
+ * alternates them per scenario, as the RFC did. Each row says what the sender attempted (calls that returned success,
+ * calls that failed, never attempted because the run stalled), so received/sent is not read as loss when nothing was
+ * sent.
  *
  * `TENT_PROBE_COUNT` (hidden, for tests) replaces the 2000 notifications per kind of a stream scenario.
  *
@@ -24,11 +27,8 @@ import {
 } from "../probe/Matrix.js"
 import { CliFailure, failWith } from "../Render.js"
 
-/** The arms that exist. */
-export const builtArms: ReadonlyArray<Arm> = ["legacy"]
-
-const SERIES_MISSING =
-  "the series arm does not exist yet: the RFC's Layers (PRs 1-7) are not built, only Series.legacy is; run --arm legacy"
+/** The arms of `--arm both`, in the order they run within a scenario. */
+export const bothArms: ReadonlyArray<Arm> = ["legacy", "series"]
 
 const cell = (r: Row) => {
   const t = r.seconds.map((x) => `${x.toFixed(3)} s`).join(", ")
@@ -37,6 +37,7 @@ const cell = (r: Row) => {
     titles[r.scenario],
     r.arm,
     `${r.received}/${r.sent}`,
+    `${r.ok}/${r.failed}/${r.notAttempted}`,
     String(r.duplicates),
     t === "" ? "-" : t,
     r.note
@@ -45,7 +46,7 @@ const cell = (r: Row) => {
 
 /** The matrix as a Markdown table (the RFC's Motivation table's shape). */
 export const table = (rows: ReadonlyArray<Row>): string => {
-  const head = ["#", "scenario", "arm", "received/sent", "duplicates", "seconds", "what happened"]
+  const head = ["#", "scenario", "arm", "received/sent", "ok/failed/not attempted", "duplicates", "seconds", "what happened"]
   const body = rows.map(cell)
   const width = head.map((h, k) => Math.max(h.length, ...body.map((b) => (b[k] as string).length)))
   const line = (cols: ReadonlyArray<string>) => `| ${cols.map((c, k) => c.padEnd(width[k] as number)).join(" | ")} |`
@@ -83,7 +84,7 @@ export const command = Command.make(
   {
     arm: Options.choice("arm", ["legacy", "series", "both"]).pipe(
       Options.withDescription(
-        "legacy = TENT main (Series.legacy); series = the RFC's Layers (not built yet: an error); both = arms alternating per scenario"
+        "legacy = TENT main (Series.legacy); series = the RFC's Layers as built (Series.all: PRs 1-3; 4-7 still their legacy twins); both = the two arms alternating per scenario"
       ),
       Options.withDefault("both" as const)
     ),
@@ -94,7 +95,7 @@ export const command = Command.make(
     ),
     json: Options.boolean("json").pipe(
       Options.withDescription(
-        'print {"rows":[{"scenario":1..6|"recovery","arm","sent","received","duplicates","seconds":[...]}]} on stdout'
+        'print {"rows":[{"scenario":1..6|"recovery","arm","sent","ok","failed","notAttempted","inFlightAtFault","received","duplicates","seconds":[...]}]} on stdout'
       )
     ),
     only: Options.text("only").pipe(
@@ -104,7 +105,6 @@ export const command = Command.make(
   },
   (o) =>
     Effect.gen(function* () {
-      if (o.arm === "series") return yield* Effect.fail(new CliFailure(SERIES_MISSING))
       const only = Option.match(o.only, { onNone: () => scenarios, onSome: parseOnly })
       if (only instanceof CliFailure) return yield* Effect.fail(only)
       const count = Number(process.env.TENT_PROBE_COUNT ?? 2000)
@@ -114,7 +114,7 @@ export const command = Command.make(
         )
       }
       const plan: Plan = o.quick ? quickPlan(count) : fullPlan(count)
-      const arms = builtArms
+      const arms: ReadonlyArray<Arm> = o.arm === "both" ? bothArms : [o.arm]
       const info = (line: string) => (o.json ? Effect.sync(() => process.stderr.write(`${line}\n`)) : Console.log(line))
       yield* info(
         `tent probe: two processes on 127.0.0.1, two SoftVerbs NICs each; ${count} transfer-bound + ${count} standalone notifications then END per stream scenario, counted per (session, seq)`
@@ -122,8 +122,10 @@ export const command = Command.make(
       yield* info(
         o.quick ? `--quick: ${quickFactors}` : "full timeouts: the library's 30 s control-plane default; a 60 s freeze"
       )
-      if (o.arm === "both") {
-        yield* info("note: the series arm is not built yet (only Series.legacy exists): running the legacy arm alone")
+      if (o.arm !== "legacy") {
+        yield* info(
+          "series arm: Series.all = RFC PRs 1-3 (QpRetirement, ParamsFromEndpoint, RpcFallback); PRs 4-7 run their legacy twins until they are built"
+        )
       }
       killOnExit()
       const tty = process.stderr.isTTY === true && !o.json
@@ -140,7 +142,7 @@ export const command = Command.make(
           rows.push(row)
           if (!o.json)
             yield* Console.log(
-              `  ${String(scenario)} ${arm}: ${row.received}/${row.sent}, ${row.duplicates} duplicates, ${row.seconds.join(" s, ")}${row.seconds.length > 0 ? " s" : ""}`
+              `  ${String(scenario)} ${arm}: ${row.received}/${row.sent} received (${row.ok} ok, ${row.failed} failed, ${row.notAttempted} not attempted), ${row.duplicates} duplicates, ${row.seconds.join(" s, ")}${row.seconds.length > 0 ? " s" : ""}`
             )
         }
       }

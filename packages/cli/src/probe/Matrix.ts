@@ -31,7 +31,14 @@ export const titles: Record<Scenario, string> = {
 export interface Row {
   readonly scenario: Scenario
   readonly arm: Arm
+  /** The notifications the scenario sends (its plan). */
   readonly sent: number
+  /** What the sender attempted: calls that returned success, calls that failed, never attempted (the run stalled). */
+  readonly ok: number
+  readonly failed: number
+  readonly notAttempted: number
+  /** Sends posted on the sender's notify QP and not completed when the fault hit (-1: no fault, or not measured). */
+  readonly inFlightAtFault: number
   readonly received: number
   readonly duplicates: number
   readonly seconds: ReadonlyArray<number>
@@ -124,6 +131,7 @@ interface Counts {
   readonly end: boolean
   readonly unknownQp: number
   readonly notifyErrors: number
+  readonly deferredPasses: number
 }
 
 /** Reports a live line (the caller shows it on a TTY only). */
@@ -178,6 +186,7 @@ const streamRow = (
       })
       let faultFiber: Fiber.RuntimeFiber<string, ChildFailure> | undefined
       let faultEnded = 0
+      let inFlightAtFault = -1
       let last = -1
       let lastChange = Date.now()
       let stalled = false
@@ -196,8 +205,10 @@ const streamRow = (
         ) {
           faultFiber = yield* Effect.fork(
             Effect.tap(fault.run(r, i), () =>
-              Effect.sync(() => {
+              Effect.gen(function* () {
                 faultEnded = Date.now()
+                // What the sender had in flight on its notify QPs right after the fault went in.
+                inFlightAtFault = (yield* i.request<Progress>({ cmd: "progress" })).pendingNotify
               })
             )
           )
@@ -233,7 +244,9 @@ const streamRow = (
           ? `initiator blocked for good (${p.pendingNotify} notify sends in flight), stopped after ${s(plan.stallMs)} s without progress`
           : undefined,
         p.failed > 0 ? `${p.failed} calls failed (${p.lastError})` : undefined,
+        inFlightAtFault >= 0 ? `${inFlightAtFault} notify sends in flight at the sender after the fault` : undefined,
         c.unknownQp > 0 ? `${c.unknownQp} dropped as unknown QP at the receiver` : undefined,
+        `${c.deferredPasses} receiver poller passes left completions for the next turn`,
         faultNote === "" ? undefined : faultNote
       ].filter((x): x is string => x !== undefined)
       const seconds = [s(p.maxCallMs), ...p.nextCallsMs.map(s)]
@@ -241,6 +254,10 @@ const streamRow = (
         scenario,
         arm,
         sent: total,
+        ok: p.attempted - p.failed,
+        failed: p.failed,
+        notAttempted: total - p.attempted,
+        inFlightAtFault,
         received: c.received,
         duplicates: c.duplicates,
         seconds,
@@ -269,6 +286,10 @@ const frozenSends = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, C
         scenario: 4,
         arm,
         sent: reply.calls.length,
+        ok: reply.calls.filter((x) => x.error === null).length,
+        failed: reply.calls.filter((x) => x.error !== null).length,
+        notAttempted: 0,
+        inFlightAtFault: -1,
         received: c.received,
         duplicates: c.duplicates,
         seconds: reply.calls.map((x) => s(x.ms)),
@@ -298,6 +319,10 @@ const frozenTransfer = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row
         scenario: 5,
         arm,
         sent: 1,
+        ok: reply.status === "COMPLETED" ? 1 : 0,
+        failed: reply.status === "COMPLETED" ? 0 : 1,
+        notAttempted: 0,
+        inFlightAtFault: -1,
         received: c.received,
         duplicates: c.duplicates,
         seconds: [s(reply.submitMs), s(reply.settledMs)],
@@ -323,13 +348,17 @@ const recovery = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, Chil
         at = (yield* r.request<{ at: number | null }>({ cmd: "recoveryAfter", t: t0 })).at
         if (at === null) yield* Effect.sleep(20)
       }
-      const { sent } = yield* i.request<{ sent: number }>({ cmd: "stopLoop" })
+      const { sent, failed } = yield* i.request<{ sent: number; failed: number }>({ cmd: "stopLoop" })
       yield* Effect.sleep(500)
       const c = yield* r.request<Counts>({ cmd: "counts" })
       return {
         scenario: "recovery",
         arm,
         sent,
+        ok: sent - failed,
+        failed,
+        notAttempted: 0,
+        inFlightAtFault: -1,
         received: c.received,
         duplicates: c.duplicates,
         seconds: at === null ? [] : [s(at - t0)],

@@ -20,7 +20,7 @@ import * as Stamp from "./Stamp.js"
 
 interface Options {
   readonly role: "receiver" | "initiator"
-  readonly arm: "legacy"
+  readonly arm: "legacy" | "series"
   readonly config: unknown
   readonly segmentSize: number
 }
@@ -43,7 +43,8 @@ const layer = TransferEngine.layer.pipe(
       ]
     })
   ),
-  Layer.provide(Series.legacy),
+  // The arm: TENT `main`, or the RFC's series as far as it is built (`Series.all`).
+  Layer.provide(opts.arm === "series" ? Series.all : Series.legacy),
   Layer.provide(RailHealth.layerConfig),
   Layer.provide(EngineConfig.layerProvider({ json: opts.config }))
 )
@@ -80,6 +81,7 @@ const program = Effect.gen(function* () {
   let stream: Fiber.RuntimeFiber<void, never> | undefined
   let loop: Fiber.RuntimeFiber<void, never> | undefined
   let loopSent = 0
+  let loopFailed = 0
 
   /** Scenario 1's fault: the initiator's notify channel towards `target` disabled (TENT `notify_connected_ = false`). */
   const disable = (target: string) =>
@@ -92,7 +94,12 @@ const program = Effect.gen(function* () {
     Effect.gen(function* () {
       switch (req.cmd) {
         case "counts":
-          return { ...counter.counts, unknownQp: rdma.unknownQp, notifyErrors: rdma.notifyErrors }
+          return {
+            ...counter.counts,
+            unknownQp: rdma.unknownQp,
+            notifyErrors: rdma.notifyErrors,
+            deferredPasses: rdma.deferredPasses
+          }
         case "recoveryAfter": {
           const t = req.t as number
           return { at: counter.recoveryAt.find((x) => x >= t) ?? null }
@@ -103,14 +110,18 @@ const program = Effect.gen(function* () {
             for (const e of eps) yield* control.forceQpError(e.localNic, e.notifyQpNum)
             return { endpoints: eps.length }
           }
-          // Retirement from a fiber other than the notify poller, with completions left unpolled meanwhile.
-          yield* diagnostics.pauseNotifyPoller(true)
-          yield* Effect.sleep(req.holdMs as number)
+          // Retirement from a fiber other than the notify poller; with `holdMs` > 0 the poller is held that long first,
+          // so completions wait unpolled; with 0 the retirement lands wherever the event loop puts it.
+          const hold = req.holdMs as number
+          if (hold > 0) {
+            yield* diagnostics.pauseNotifyPoller(true)
+            yield* Effect.sleep(hold)
+          }
           const before = rdma.unknownQp
           let retired = 0
           for (const e of yield* diagnostics.endpoints)
             if (yield* diagnostics.retire(e.localNic, e.peerNicPath)) retired++
-          yield* diagnostics.pauseNotifyPoller(false)
+          if (hold > 0) yield* diagnostics.pauseNotifyPoller(false)
           yield* Effect.sleep(200)
           return { retired, unknownQp: rdma.unknownQp - before }
         }
@@ -279,8 +290,9 @@ const program = Effect.gen(function* () {
             Effect.forever(
               Effect.suspend(() =>
                 Effect.zipRight(
-                  Effect.ignore(
-                    engine.sendNotification(target, Stamp.stamp(req.session as number, loopSent++, "recovery"))
+                  Effect.catchAll(
+                    engine.sendNotification(target, Stamp.stamp(req.session as number, loopSent++, "recovery")),
+                    () => Effect.sync(() => void loopFailed++)
                   ),
                   Effect.sleep(20)
                 )
@@ -291,7 +303,7 @@ const program = Effect.gen(function* () {
         }
         case "stopLoop":
           if (loop !== undefined) yield* Fiber.interrupt(loop)
-          return { sent: loopSent }
+          return { sent: loopSent, failed: loopFailed }
         default:
           return { error: `unknown request ${String(req.cmd)}` }
       }

@@ -35,6 +35,8 @@ export interface NotifyCounters {
   notifyErrors: number
   /** Notifications posted. */
   sent: number
+  /** Passes that found a CQ with more than 16 completions and left the rest for the next turn. */
+  deferredPasses: number
 }
 
 /** A fresh set of counters. */
@@ -45,7 +47,8 @@ export const makeCounters = (): NotifyCounters => ({
   duplicates: 0,
   flushed: 0,
   notifyErrors: 0,
-  sent: 0
+  sent: 0,
+  deferredPasses: 0
 })
 
 /** The running poller. */
@@ -146,7 +149,10 @@ export const start = (options: {
   const run = (): void => {
     scheduled = false
     if (paused || stopped) return
-    if (pass()) return schedule()
+    if (pass()) {
+      counters.deferredPasses++
+      return schedule()
+    }
     for (const cq of cqs) cq.reqNotifyCq()
     let again = false
     for (const cq of cqs) {
