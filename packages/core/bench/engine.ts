@@ -11,9 +11,18 @@
  *   flight (the next is submitted before the previous is waited for) (floor: raw 64 KiB RDMA WRITEs on one QP, 8 in
  *   flight — the verbs bench's figure, measured here). Both are sustained throughput with the wire kept busy, both
  *   after an untimed warm-up (32 MiB with `--quick`), timed over 128 MiB (`--quick`) or 512 MiB.
+ * - `notify_fallback_rtt_us`: median RTT (not halved) of the same notification ping-pong as `notify_one_way_us`, but
+ *   carried by the control plane's `Notify` RPC with the peer alive: both engines run with
+ *   `transports/rdma/enable: false` (legacy series), so `sendNotification` goes to the TCP transport, which is the
+ *   `Notify` call (each send completes when the peer acknowledges it), and the engine's stream drains the queue
+ *   `Notify` lands in; the bench checks that no RDMA transport is installed and that every echo arrived by `Notify`.
+ *   Floor: a plain `node:net` ping-pong over 127.0.0.1 of the same notification payload (TENT's 68-byte encoding of
+ *   the ping, in a `[u32 len]` frame) against `bench/tcp-echo-peer.ts`, a child process of the same kind, measured
+ *   right before and right after the engine and averaged; the same untimed warm-up rounds for both.
  */
+import * as Net from "node:net"
 import { fileURLToPath } from "node:url"
-import type { Notification } from "@tent/rpc"
+import { type Notification, NotifyWire } from "@tent/rpc"
 import {
   AccessFlags,
   gidFromString,
@@ -25,8 +34,8 @@ import {
   WrOpcode
 } from "@tent/verbs"
 import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
-import { Effect, Layer, Stream } from "effect"
-import { TransferEngine } from "../src/index.js"
+import { Context, Effect, Layer, type Scope, Stream } from "effect"
+import { Diagnostics, TransferEngine } from "../src/index.js"
 import { spawnChild } from "../test/fixtures/child.js"
 import { engineLayer } from "../test/fixtures/engine.js"
 
@@ -36,6 +45,33 @@ const median = (xs: ReadonlyArray<number>): number => {
   return s[Math.floor(s.length / 2)] as number
 }
 const now = () => performance.timeOrigin + performance.now()
+
+/** The ping of the notification ping-pongs: a 4-byte name and a 56-byte message (68 bytes in TENT's encoding). */
+const ping: Notification = { name: new TextEncoder().encode("ping"), msg: new Uint8Array(56) }
+
+/**
+ * `total` ping-pongs of {@link ping} with an engine peer that echoes it: `sendNotification` → the peer's stream → back
+ * → this engine's `notifications` stream, each send made from the consumer of the previous arrival; the RTT of each
+ * in ms.
+ */
+const pingPong = (engine: TransferEngine.TransferEngineShape, segment: string, total: number) =>
+  Effect.gen(function* () {
+    const rtts: Array<number> = []
+    let t0 = performance.now()
+    yield* engine.sendNotification(segment, ping)
+    yield* engine.notifications.pipe(
+      Stream.take(total),
+      Stream.runForEach(() =>
+        Effect.suspend(() => {
+          rtts.push(performance.now() - t0)
+          if (rtts.length >= total) return Effect.void
+          t0 = performance.now()
+          return engine.sendNotification(segment, ping)
+        })
+      )
+    )
+    return rtts
+  })
 
 /** Raw SoftVerbs floor: this process's QP against the echo peer. */
 const floors = (rounds: number, warmup: number, warmMb: number, writeMb: number) =>
@@ -186,22 +222,8 @@ const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: 
     const engine = ctx.unsafeMap.get(TransferEngine.TransferEngine.key) as TransferEngine.TransferEngineShape
     yield* Effect.promise(() => peer.request({ cmd: "echo", target: engine.segmentName }))
     // Ping-pong through the engine.
-    const ping: Notification = { name: new TextEncoder().encode("ping"), msg: new Uint8Array(56) }
-    const rtts: Array<number> = []
     const arrivals = engine.notifications
-    let t0 = performance.now()
-    yield* engine.sendNotification(peer.ready.segment, ping)
-    yield* arrivals.pipe(
-      Stream.take(warmup + rounds),
-      Stream.runForEach(() =>
-        Effect.suspend(() => {
-          rtts.push(performance.now() - t0)
-          if (rtts.length >= warmup + rounds) return Effect.void
-          t0 = performance.now()
-          return engine.sendNotification(peer.ready.segment, ping)
-        })
-      )
-    )
+    const rtts = yield* pingPong(engine, peer.ready.segment, warmup + rounds)
     const oneWayUs = (median(rtts.slice(warmup)) / 2) * 1000
     log(`engine notify one-way ${oneWayUs.toFixed(1)} µs`)
     // Burst: the peer posts 2000 stamped notifications back to back.
@@ -263,6 +285,121 @@ const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: 
     return { oneWayUs, burstMs, writeMbps }
   })
 
+/** Both engines of `notify_fallback_rtt_us`: no RDMA transport, so notifications go over the control plane's `Notify`. */
+const notifyOnly = { transports: { rdma: { enable: false } } }
+
+/** How long one timed phase of `notify_fallback_rtt_us` may take before the suite fails. */
+const PHASE_TIMEOUT = "60 seconds"
+
+/**
+ * The `node:net` floor of `notify_fallback_rtt_us`: `warmup` untimed, then `rounds` timed ping-pongs of `frame` (one
+ * `[u32 len][bytes]` frame) with the echo peer on 127.0.0.1; the median RTT in µs.
+ */
+const tcpFloor = (
+  port: number,
+  frame: Buffer,
+  rounds: number,
+  warmup: number
+): Effect.Effect<number, Error, Scope.Scope> =>
+  Effect.gen(function* () {
+    const socket = yield* Effect.acquireRelease(
+      Effect.async<Net.Socket, Error>((resume) => {
+        const s = Net.createConnection({ host: "127.0.0.1", port, noDelay: true })
+        s.once("connect", () => resume(Effect.succeed(s)))
+        // Stays attached: a later error fails the ping-pong through its own listener, and is never unhandled.
+        s.on("error", (e) => resume(Effect.fail(e)))
+      }),
+      (s) => Effect.sync(() => s.destroy())
+    )
+    const rtts = yield* Effect.async<Array<number>, Error>((resume) => {
+      const out: Array<number> = []
+      let pending = Buffer.alloc(0) as Buffer
+      let t0 = 0
+      const stop = () => {
+        socket.off("data", onData)
+        socket.off("error", onError)
+      }
+      const onData = (chunk: Buffer) => {
+        pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
+        let off = 0
+        while (pending.length - off >= 4) {
+          const len = pending.readUInt32LE(off)
+          if (pending.length - off - 4 < len) break
+          off += 4 + len
+          out.push(performance.now() - t0)
+          if (out.length >= warmup + rounds) {
+            stop()
+            return resume(Effect.succeed(out))
+          }
+          t0 = performance.now()
+          socket.write(frame)
+        }
+        pending = pending.subarray(off)
+      }
+      const onError = (e: Error) => {
+        stop()
+        resume(Effect.fail(e))
+      }
+      socket.on("data", onData)
+      socket.on("error", onError)
+      t0 = performance.now()
+      socket.write(frame)
+      return Effect.sync(stop)
+    }).pipe(Effect.timeoutFail({ duration: PHASE_TIMEOUT, onTimeout: () => new Error("node:net floor timed out") }))
+    return median(rtts.slice(warmup)) * 1000
+  })
+
+/**
+ * The notification ping-pong of {@link pingPong} between two engines without the RDMA transport (this process and
+ * `engine-peer.ts` started with {@link notifyOnly}): every notification both ways is a `Notify` call. Checks that it
+ * was: no RDMA transport installed here, and every echo counted by the TCP transport's `Notify` callback. Median RTT
+ * in µs.
+ */
+const fallbackRtt = (rounds: number, warmup: number) =>
+  Effect.gen(function* () {
+    const peer = yield* spawnChild<{ segment: string }>(here("../test/fixtures/engine-peer.ts"), [
+      JSON.stringify(notifyOnly)
+    ])
+    const ctx = yield* Layer.build(engineLayer(notifyOnly))
+    const engine = Context.get(ctx, TransferEngine.TransferEngine)
+    const diag = Context.get(ctx, Diagnostics.Diagnostics)
+    const tcp = diag.counters.tcp
+    if (diag.installed.rdma || tcp === undefined) {
+      return yield* Effect.fail(
+        new Error("notify_fallback_rtt_us: the engine has an RDMA transport or no TCP transport")
+      )
+    }
+    yield* Effect.promise(() => peer.request({ cmd: "echo", target: engine.segmentName }))
+    const rtts = yield* pingPong(engine, peer.ready.segment, warmup + rounds).pipe(
+      Effect.timeoutFail({ duration: PHASE_TIMEOUT, onTimeout: () => new Error("Notify ping-pong timed out") })
+    )
+    if (tcp.sent !== warmup + rounds || tcp.received !== warmup + rounds) {
+      return yield* Effect.fail(
+        new Error(
+          `notify_fallback_rtt_us: ${tcp.sent} Notify sent and ${tcp.received} received, ${warmup + rounds} expected`
+        )
+      )
+    }
+    return median(rtts.slice(warmup)) * 1000
+  })
+
+/** `notify_fallback_rtt_us` and its `node:net` floor, measured right before and right after it. */
+const fallbackFigures = (rounds: number, warmup: number, log: (l: string) => void) =>
+  Effect.gen(function* () {
+    const echo = yield* spawnChild<{ port: number }>(here("tcp-echo-peer.ts"))
+    // The Notify body of the ping (TENT's `[u32 name_len][name][u32 msg_len][msg]`) in a length-prefixed frame.
+    const frame = Buffer.alloc(4 + NotifyWire.HEADER_BYTES + ping.name.length + ping.msg.length)
+    frame.writeUInt32LE(frame.length - 4, 0)
+    NotifyWire.encode(frame, 4, ping.name, ping.msg)
+    const before = yield* Effect.scoped(tcpFloor(echo.ready.port, frame, rounds, warmup))
+    const rttUs = yield* Effect.scoped(fallbackRtt(rounds, warmup))
+    const after = yield* Effect.scoped(tcpFloor(echo.ready.port, frame, rounds, warmup))
+    log(
+      `engine notify RTT over Notify (RDMA transport disabled) ${rttUs.toFixed(1)} µs; node:net floor ${before.toFixed(1)} before, ${after.toFixed(1)} after`
+    )
+    return { rttUs, floorUs: (before + after) / 2 }
+  })
+
 /** Runs the suite. */
 export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchResult>> => {
   const rounds = options.quick ? 1000 : 5000
@@ -277,6 +414,7 @@ export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchRes
     `floor: SEND one-way ${floor.oneWayUs.toFixed(1)} µs, burst p50 ${floor.burstMs.toFixed(2)} ms, WRITE ${floor.writeMbps.toFixed(1)} MB/s`
   )
   const engine = await Effect.runPromise(Effect.scoped(engineFigures(rounds, warmup, warmMb, writeMb, options.log)))
+  const fallback = await Effect.runPromise(Effect.scoped(fallbackFigures(rounds, warmup, options.log)))
   return [
     {
       name: "notify_one_way_us",
@@ -301,6 +439,14 @@ export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchRes
       better: "higher",
       floor: floor.writeMbps,
       ratio: engine.writeMbps / floor.writeMbps
+    },
+    {
+      name: "notify_fallback_rtt_us",
+      unit: "us",
+      value: fallback.rttUs,
+      better: "lower",
+      floor: fallback.floorUs,
+      ratio: fallback.rttUs / fallback.floorUs
     }
   ]
 }
