@@ -11,8 +11,8 @@
  *
  * @since 0.1.0
  */
-import { DescriptorCache } from "@tent/rpc"
-import type { Layer } from "effect"
+import { DescriptorCache, NeedsRefreshCache, TransportFailure } from "@tent/rpc"
+import { Layer } from "effect"
 
 /** The descriptor policy service (the cache's `StaleClassifier`). */
 export const DescriptorPolicy = DescriptorCache.StaleClassifier
@@ -22,3 +22,28 @@ export const legacy: DescriptorCache.StaleClassifierShape = DescriptorCache.lega
 
 /** {@link legacy} as a Layer. */
 export const layerLegacy: Layer.Layer<DescriptorCache.StaleClassifier> = DescriptorCache.layerLegacy
+
+/**
+ * RFC PR 5: a failed control-plane call (`TransportFailure`) is not a stale descriptor. Under the peer registry the
+ * descriptor is kept and the call's own failure returned (no refetch from the peer that just failed, no second
+ * timeout, and no second run of a call the peer may yet have received: a `Notify` that timed out against a frozen
+ * peer is delivered when it resumes, and running it again would deliver it twice). Under a central registry it is
+ * refetched once and the call repeated only if the address changed; a failed refetch returns the call's own error.
+ * `NeedsRefreshCache` (the descriptor lacks what the call needs) still refetches, as in TENT.
+ */
+export const keepOnFailure: DescriptorCache.StaleClassifierShape = {
+  classify: (error, registry) =>
+    error instanceof NeedsRefreshCache
+      ? "stale"
+      : error instanceof TransportFailure && registry.kind === "central"
+        ? "stale"
+        : "keep",
+  rerun: (previous, fresh) => previous.rpc_server_addr !== fresh.rpc_server_addr,
+  onRefetchFailure: "original"
+}
+
+/** {@link keepOnFailure} as a Layer (`Series.DescriptorPolicy`). */
+export const layer: Layer.Layer<DescriptorCache.StaleClassifier> = Layer.succeed(
+  DescriptorCache.StaleClassifier,
+  keepOnFailure
+)

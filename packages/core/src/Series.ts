@@ -9,7 +9,7 @@
  * | {@link ParamsFromEndpoint} | `NotifyQpParams` (NotifyQpParams.ts) | 2 | yes |
  * | {@link RpcFallback} | `NotificationRouting` (NotificationRouting.ts) | 3 | yes |
  * | `PeerHealth` | `PeerHealthPolicy` (PeerHealth.ts) | 4 | not yet: its legacy twin stands in |
- * | `DescriptorPolicy` | `StaleClassifier` (DescriptorPolicy.ts) | 5 | not yet: its legacy twin stands in |
+ * | {@link DescriptorPolicy} | `StaleClassifier` (DescriptorPolicy.ts) | 5 | yes, for the peer registry (the only one yet) |
  * | `Dedup` | `Dedup` (Dedup.ts) | 6 | not yet: its legacy twin stands in |
  * | `Resend` | `Resend` (Resend.ts) | 7 | not yet: its legacy twin stands in |
  *
@@ -21,7 +21,7 @@ import type { DescriptorCache } from "@tent/rpc"
 import { Effect, Layer } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import * as Dedup from "./Dedup.js"
-import * as DescriptorPolicy from "./DescriptorPolicy.js"
+import * as DescriptorPolicySeam from "./DescriptorPolicy.js"
 import * as EngineConfig from "./EngineConfig.js"
 import * as NotificationRouting from "./NotificationRouting.js"
 import * as NotifyQpParams from "./NotifyQpParams.js"
@@ -48,31 +48,38 @@ export const ParamsFromEndpoint: Layer.Layer<NotifyQpParams.NotifyQpParams> = No
 /** RFC PR 3: fall back to the next transport and the control plane's `Notify`; drain every queue. */
 export const RpcFallback: Layer.Layer<NotificationRouting.NotificationRouting> = NotificationRouting.layer
 
+/**
+ * RFC PR 5: a failed control-plane call keeps the descriptor and returns its own failure. Built ahead of PR 4: with
+ * PR 3's fallback and the legacy refetch, a `Notify` that timed out against a frozen peer ran again once the peer
+ * answered the refetch, and the peer received it twice.
+ */
+export const DescriptorPolicy: Layer.Layer<DescriptorCache.StaleClassifier> = DescriptorPolicySeam.layer
+
 /** TENT `main`: every seam's legacy Layer. */
 export const legacy: Layer.Layer<Policies> = Layer.mergeAll(
   QpRetirementSeam.layerLegacy,
   NotifyQpParams.layerLegacy,
   NotificationRouting.layerLegacy,
   PeerHealth.layerLegacy,
-  DescriptorPolicy.layerLegacy,
+  DescriptorPolicySeam.layerLegacy,
   Dedup.layerLegacy,
   Resend.layerLegacy
 )
 
-/** The series as far as it is built: PRs 1-3's Layers, the legacy twins of PRs 4-7 until they land. */
+/** The series as far as it is built: PRs 1, 2, 3 and 5's Layers, the legacy twins of PRs 4, 6 and 7 until they land. */
 export const all: Layer.Layer<Policies> = Layer.mergeAll(
   QpRetirement,
   ParamsFromEndpoint,
   RpcFallback,
   PeerHealth.layerLegacy,
-  DescriptorPolicy.layerLegacy,
+  DescriptorPolicy,
   Dedup.layerLegacy,
   Resend.layerLegacy
 )
 
 /**
  * The series selected by the RFC's keys from the ambient `ConfigProvider` (provide `EngineConfig.layerProvider`
- * under it, as `TransferEngine.layerSoft` does): PRs 1 and 2 have no key and are always on;
+ * under it, as `TransferEngine.layerSoft` does): PRs 1, 2 and 5 have no key and are always on;
  * `notification/rpc_fallback` (default true) selects PR 3, false restores the legacy routing. `peer_health/enable`
  * (PR 4) and `notification/proto` (PR 6) are read and checked — a wrong value fails at start naming the key — and
  * select their legacy twins until those PRs are built.
@@ -84,7 +91,7 @@ export const fromConfig: Layer.Layer<Policies, ConfigError> = Layer.unwrapEffect
       ParamsFromEndpoint,
       s.rpcFallback ? RpcFallback : NotificationRouting.layerLegacy,
       PeerHealth.layerLegacy,
-      DescriptorPolicy.layerLegacy,
+      DescriptorPolicy,
       Dedup.layerLegacy,
       Resend.layerLegacy
     )

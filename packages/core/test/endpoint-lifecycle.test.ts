@@ -223,20 +223,22 @@ describe("finishDestroy", () => {
       })
   )
 
-  it.scoped("[RFC PR 1] completions the poller never takes hold the destroy back only until the timeout (TestClock)", () =>
-    Effect.gen(function* () {
-      const { A } = yield* twoTransports(undefined, { retirement: QpRetirement.series })
-      const ep = yield* sendsInFlight(A, 3)
-      A.poller.pause(true)
-      yield* ep.retire
-      yield* Effect.promise(() => new Promise((r) => setTimeout(r, 50)))
-      yield* TestClock.adjust(RdmaEndpoint.FINISH_DESTROY_TIMEOUT_MS - 1)
-      expect(yield* ep.finishDestroy).toBe(false)
-      expect(ep.pending).toBe(3)
-      yield* TestClock.adjust(1)
-      expect(yield* ep.finishDestroy).toBe(true)
-      A.poller.pause(false)
-    })
+  it.scoped(
+    "[RFC PR 1] completions the poller never takes hold the destroy back only until the timeout (TestClock)",
+    () =>
+      Effect.gen(function* () {
+        const { A } = yield* twoTransports(undefined, { retirement: QpRetirement.series })
+        const ep = yield* sendsInFlight(A, 3)
+        A.poller.pause(true)
+        yield* ep.retire
+        yield* Effect.promise(() => new Promise((r) => setTimeout(r, 50)))
+        yield* TestClock.adjust(RdmaEndpoint.FINISH_DESTROY_TIMEOUT_MS - 1)
+        expect(yield* ep.finishDestroy).toBe(false)
+        expect(ep.pending).toBe(3)
+        yield* TestClock.adjust(1)
+        expect(yield* ep.finishDestroy).toBe(true)
+        A.poller.pause(false)
+      })
   )
 
   it.scoped(

@@ -192,6 +192,65 @@ describe("legacy faults (Series.legacy), two processes", () => {
     60_000
   )
 
+  // A Notify of 400 ms against the frozen peer; the refetch (GetSegmentDesc) may take 2 s.
+  const pr5Config = {
+    transports: { rdma: { enable: false } },
+    rpc: { notify_timeout_ms: 400, request_timeout_ms: 2000 }
+  }
+  /** One `Notify` to a peer frozen for `frozenMs`; the call's time and error, and what the peer received (prefix d). */
+  const notifyFrozen = (engine: Pair.TestEngine, peer: Peer, frozenMs: number) =>
+    Effect.gen(function* () {
+      yield* engine.openSegment(peer.ready.segment)
+      peer.signal("SIGSTOP")
+      const thaw = setTimeout(() => peer.signal("SIGCONT"), frozenMs)
+      const t0 = performance.now()
+      const r = yield* Effect.either(engine.sendNotification(peer.ready.segment, payload("d", 0)))
+      const ms = performance.now() - t0
+      yield* Effect.sleep(Math.max(0, frozenMs - ms) + 500)
+      clearTimeout(thaw)
+      peer.signal("SIGCONT")
+      const got = yield* request<Check & { duplicates: number }>(peer, { cmd: "received", prefix: "d" })
+      return { ms, error: r._tag === "Left" ? r.left : undefined, got }
+    })
+
+  it.live(
+    "[flipped by RFC PR 5, DescriptorPolicy] a Notify that timed out runs again after the refetch: the peer, resumed meanwhile, receives it twice",
+    () =>
+      withEngines(
+        (engine, peer) =>
+          Effect.map(notifyFrozen(engine, peer, 700), (r) => {
+            // Notify timed out at 400 ms; the refetch reached the peer once it resumed (700 ms) and the call ran again.
+            expect(r.error).toBeUndefined()
+            expect(r.got.count).toBe(2)
+            expect(r.got.duplicates).toBe(1)
+          }),
+        pr5Config,
+        { transports: { rdma: { enable: false } } } // the peer drains what Notify brings
+      ),
+    60_000
+  )
+
+  it.live(
+    "[RFC PR 5, Series.DescriptorPolicy] the same Notify fails with its own timeout, keeps the descriptor and is delivered once (control: the test above)",
+    () =>
+      Pair.withEngines(
+        {
+          json: pr5Config,
+          peerJson: { transports: { rdma: { enable: false } } },
+          series: Layer.merge(Series.legacy, Series.DescriptorPolicy)
+        },
+        (engine, peer) =>
+          Effect.map(notifyFrozen(engine, peer, 700), (r) => {
+            expect(r.error).toMatchObject({ _tag: "TransportFailure", reason: "Timeout" })
+            expect(r.ms).toBeGreaterThanOrEqual(380)
+            expect(r.ms).toBeLessThan(700) // one Notify timeout, no refetch
+            expect(r.got.count).toBe(1) // the request the frozen peer had received is handled when it resumes
+            expect(r.got.duplicates).toBe(0)
+          })
+      ),
+    60_000
+  )
+
   /** The peer (TCP only: its notifications go as control-plane `Notify`s) sends `count`; what this engine drains. */
   const notifyInto = (engine: Pair.TestEngine, peer: Peer, count: number) =>
     Effect.gen(function* () {
@@ -245,8 +304,9 @@ describe("legacy faults (Series.legacy), two processes", () => {
           notifyInto(engine, peer, 10)
         )
         expect(withTcp).toEqual(Array.from({ length: 10 }, (_, i) => `t${i}`))
-        const without = yield* Pair.withEngines({ json: rdmaOnly, peerJson: tcpOnly, series: withPr3 }, (engine, peer) =>
-          notifyInto(engine, peer, 2000)
+        const without = yield* Pair.withEngines(
+          { json: rdmaOnly, peerJson: tcpOnly, series: withPr3 },
+          (engine, peer) => notifyInto(engine, peer, 2000)
         )
         expect(without).toEqual(Array.from({ length: 2000 }, (_, i) => `t${i}`))
       }),

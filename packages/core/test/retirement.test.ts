@@ -9,9 +9,9 @@ import { describe, expect, it } from "@effect/vitest"
 import { makeNotification } from "@tent/rpc"
 import { Effect } from "effect"
 import { QpRetirement } from "../src/index.js"
-import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
 import { NOTIFY_SLOTS } from "../src/internal/NotifyChannel.js"
 import { NOTIFY_POLL_BATCH } from "../src/internal/rdma/NotifyPoller.js"
+import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
 import { twoTransports } from "./fixtures/endpoints.js"
 
 const BURST = 200

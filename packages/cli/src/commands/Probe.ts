@@ -46,7 +46,16 @@ const cell = (r: Row) => {
 
 /** The matrix as a Markdown table (the RFC's Motivation table's shape). */
 export const table = (rows: ReadonlyArray<Row>): string => {
-  const head = ["#", "scenario", "arm", "received/sent", "ok/failed/not attempted", "duplicates", "seconds", "what happened"]
+  const head = [
+    "#",
+    "scenario",
+    "arm",
+    "received/sent",
+    "ok/failed/not attempted",
+    "duplicates",
+    "seconds",
+    "what happened"
+  ]
   const body = rows.map(cell)
   const width = head.map((h, k) => Math.max(h.length, ...body.map((b) => (b[k] as string).length)))
   const line = (cols: ReadonlyArray<string>) => `| ${cols.map((c, k) => c.padEnd(width[k] as number)).join(" | ")} |`
@@ -84,7 +93,7 @@ export const command = Command.make(
   {
     arm: Options.choice("arm", ["legacy", "series", "both"]).pipe(
       Options.withDescription(
-        "legacy = TENT main (Series.legacy); series = the RFC's Layers as built (Series.all: PRs 1-3; 4-7 still their legacy twins); both = the two arms alternating per scenario"
+        "legacy = TENT main (Series.legacy); series = the RFC's Layers as built (Series.all: PRs 1, 2, 3, 5; 4, 6, 7 still their legacy twins); both = the two arms alternating per scenario"
       ),
       Options.withDefault("both" as const)
     ),
@@ -124,7 +133,7 @@ export const command = Command.make(
       )
       if (o.arm !== "legacy") {
         yield* info(
-          "series arm: Series.all = RFC PRs 1-3 (QpRetirement, ParamsFromEndpoint, RpcFallback); PRs 4-7 run their legacy twins until they are built"
+          "series arm: Series.all = RFC PRs 1, 2, 3 and 5 (QpRetirement, ParamsFromEndpoint, RpcFallback, DescriptorPolicy); PRs 4, 6 and 7 run their legacy twins until they are built"
         )
       }
       killOnExit()

@@ -151,7 +151,8 @@ export const start = (options: {
     if (paused || stopped) return
     if (pass()) {
       counters.deferredPasses++
-      return schedule()
+      schedule()
+      return
     }
     for (const cq of cqs) cq.reqNotifyCq()
     let again = false
