@@ -1,8 +1,16 @@
 import { describe, expect, it } from "@effect/vitest"
 import { RailHealth } from "@tent/health"
 import { RpcConfig } from "@tent/rpc"
-import { Effect, Layer } from "effect"
-import { EngineConfig } from "../src/index.js"
+import { Context, Effect, Layer } from "effect"
+import {
+  Dedup,
+  DescriptorPolicy,
+  EngineConfig,
+  NotificationRouting,
+  NotifyQpParams,
+  QpRetirement,
+  Series
+} from "../src/index.js"
 
 /** Every key's default as `EngineConfig.keys` declared it before the keys moved to the packages that read them. */
 const defaultsBefore = {
@@ -138,6 +146,54 @@ describe("config keys: each declared once, by the package that reads it", () => 
         expect(type).toContain("Expected an integer")
         const env = yield* start({ env: { TRANSPORTS_RDMA_RAIL_ERROR_WINDOW_SECS: "soon" } }, RailHealth.layerConfig)
         expect(env).toContain("rail_error_window_secs")
+      })
+  )
+})
+
+describe("Series.fromConfig: the RFC's keys select its PRs", () => {
+  /** The routing, retirement and descriptor policy `Series.fromConfig` builds for `source`. */
+  const selected = (source: EngineConfig.ConfigSource) =>
+    Layer.build(Series.fromConfig.pipe(Layer.provide(EngineConfig.layerProvider(source)))).pipe(
+      Effect.map((ctx) => ({
+        routing: Context.get(ctx, NotificationRouting.NotificationRouting),
+        retirement: Context.get(ctx, QpRetirement.QpRetirement),
+        params: Context.get(ctx, NotifyQpParams.NotifyQpParams),
+        stale: Context.get(ctx, DescriptorPolicy.DescriptorPolicy),
+        dedup: Context.get(ctx, Dedup.Dedup)
+      })),
+      Effect.scoped
+    )
+
+  it.effect(
+    "by default: PRs 1, 2, 3 and 5 (the built ones); notification/rpc_fallback false restores legacy routing",
+    () =>
+      Effect.gen(function* () {
+        const on = yield* selected({})
+        expect(on.routing).toBe(NotificationRouting.rpcFallback)
+        expect(on.retirement).toBe(QpRetirement.series)
+        expect(on.params).toBe(NotifyQpParams.fromEndpoint)
+        expect(on.stale).toBe(DescriptorPolicy.keepOnFailure)
+        expect(on.dedup).toBe(Dedup.legacy) // PR 6 is not built: its legacy twin stands in
+        const off = yield* selected({ json: { notification: { rpc_fallback: false } } })
+        expect(off.routing).toBe(NotificationRouting.legacy)
+        expect(off.retirement).toBe(QpRetirement.series)
+        const env = yield* selected({ env: { NOTIFICATION_RPC_FALLBACK: "false" } })
+        expect(env.routing).toBe(NotificationRouting.legacy)
+      })
+  )
+
+  it.effect(
+    "a wrong value of notification/rpc_fallback, notification/proto or peer_health/enable fails naming the key",
+    () =>
+      Effect.gen(function* () {
+        const fallback = yield* start({ json: { notification: { rpc_fallback: "yes" } } }, Series.fromConfig)
+        expect(fallback).toContain("rpc_fallback")
+        expect(fallback).toContain("Expected true or false")
+        const proto = yield* start({ json: { "notification/proto": 2 } }, Series.fromConfig)
+        expect(proto).toContain("notification/proto")
+        expect(proto).toContain(EngineConfig.engineKeys["notification/proto"].valid.message)
+        const health = yield* start({ env: { PEER_HEALTH_ENABLE: "maybe" } }, Series.fromConfig)
+        expect(health).toContain("peer_health")
       })
   )
 })
