@@ -191,7 +191,7 @@ describe("Series.fromConfig: the RFC's keys select its PRs", () => {
         expect(fallback).toContain("Expected true or false")
         const proto = yield* start({ json: { "notification/proto": 2 } }, Series.fromConfig)
         expect(proto).toContain("notification/proto")
-        expect(proto).toContain(EngineConfig.engineKeys["notification/proto"].valid.message)
+        expect(proto).toContain("must be 0 (raw frames) or 1 (typed frames)")
         const health = yield* start({ env: { PEER_HEALTH_ENABLE: "maybe" } }, Series.fromConfig)
         expect(health).toContain("peer_health")
       })
