@@ -1,9 +1,11 @@
 /**
- * `tent probe --quick --arm legacy --json` between real processes reproduces TENT `main`'s column: scenarios 1-3
- * lose notifications (received < sent, and received + lost = sent by construction of the per-stamp count), 4-6
- * block for the configured (quick: 1 s) control-plane timeout or the (quick: 2 s) freeze, no duplicates. The
- * stream scenarios run 500 + 500 notifications here (`TENT_PROBE_COUNT`, hidden) instead of 2000 + 2000 to keep
- * the suite short. No probe child is left behind after a run or an interrupted (SIGINT) run.
+ * `tent probe --quick --arm both --json` between real processes, each row's outcome pinned per arm, so a regression in
+ * either arm turns it red. The stream scenarios run 600 + 600 notifications here (`TENT_PROBE_COUNT`, hidden) instead
+ * of 2000 + 2000 to keep the suite short (600: scenario 6 freezes the receiver after 300 standalone sends, and 300
+ * more fill the 256-send window). Legacy = TENT `main` (`Series.legacy`); series = `Series.all` (RFC PRs 1, 2, 3, 5;
+ * PRs 4, 6 and 7 still their legacy twins, so what the series arm still loses is what was in flight, at most one
+ * window of 256, and the frozen-peer rows still pay the control-plane timeout). No probe child is left behind after
+ * a run or an interrupted (SIGINT) run.
  */
 import { afterEach, describe, expect, it } from "vitest"
 import { alive, childrenOf, run, start, stopAll } from "./fixtures/cli.js"
@@ -12,52 +14,90 @@ afterEach(stopAll)
 
 interface Row {
   readonly scenario: number | "recovery"
-  readonly arm: string
+  readonly arm: "legacy" | "series"
   readonly sent: number
+  readonly ok: number
+  readonly failed: number
+  readonly notAttempted: number
+  readonly inFlightAtFault: number
   readonly received: number
+  readonly end: boolean
+  readonly unknownQp: number
   readonly duplicates: number
   readonly seconds: ReadonlyArray<number>
 }
 
-describe("tent probe (legacy arm, two processes)", () => {
-  it("--quick --arm legacy --json: losses in 1-3, timeout-long stalls in 4-6, recovery measured", async () => {
-    const r = await run(["probe", "--quick", "--arm", "legacy", "--json"], 240_000, { TENT_PROBE_COUNT: "500" })
+const WINDOW = 256
+
+describe("tent probe (both arms, two processes)", () => {
+  it("--quick --arm both --json: each row's outcome per arm", async () => {
+    const r = await run(["probe", "--quick", "--arm", "both", "--json"], 420_000, { TENT_PROBE_COUNT: "600" })
     expect(r.code, r.stderr).toBe(0)
     expect(r.stderr).toContain("--quick: control-plane timeouts")
     const { rows } = JSON.parse(r.stdout) as { rows: ReadonlyArray<Row> }
-    expect(rows.map((x) => x.scenario)).toEqual([1, 2, 3, 4, 5, 6, "recovery"])
-    const row = (s: Row["scenario"]) => rows.find((x) => x.scenario === s) as Row
+    const order = [1, 2, 3, 4, 5, 6, "recovery"].flatMap((sc) => [`${sc} legacy`, `${sc} series`])
+    expect(rows.map((x) => `${x.scenario} ${x.arm}`)).toEqual(order)
+    const row = (sc: Row["scenario"], arm: Row["arm"]) => rows.find((x) => x.scenario === sc && x.arm === arm) as Row
     for (const x of rows) {
-      expect(Object.keys(x).sort()).toEqual(["arm", "duplicates", "received", "scenario", "seconds", "sent"])
-      expect(x.arm).toBe("legacy")
-      expect(x.duplicates).toBe(0)
-      expect(x.received).toBeLessThanOrEqual(x.sent)
+      const where = `${x.scenario} ${x.arm}: ${JSON.stringify(x)}`
+      expect(x.duplicates, where).toBe(0)
+      expect(x.received, where).toBeLessThanOrEqual(x.sent)
+      expect(x.ok + x.failed + x.notAttempted, where).toBe(x.sent)
     }
-    // 1-3: notifications lost.
-    for (const s of [1, 2, 3] as const) {
-      expect(row(s).sent).toBe(1000)
-      expect(row(s).received).toBeLessThan(row(s).sent)
+    const T = 1200
+    for (const sc of [1, 2, 3, 6] as const)
+      for (const arm of ["legacy", "series"] as const) expect(row(sc, arm).sent).toBe(T)
+
+    // 1: the sender's notify channel disabled after 1/8. Legacy: every later call fails, about 1/8 arrives, no END.
+    // Series (PR 3): the calls after it go over TCP; everything arrives.
+    expect(row(1, "legacy")).toMatchObject({ end: false })
+    expect(row(1, "legacy").received).toBeLessThanOrEqual(T / 4)
+    expect(row(1, "legacy").failed).toBeGreaterThan(0)
+    expect(row(1, "series")).toMatchObject({ received: T, failed: 0, end: true })
+
+    // 2: the receiver's notify QP to ERR. Legacy: the sender's failed completions leak their units, the window fills
+    // and the sender blocks for good. Series (PRs 1 and 3): the channel is disabled, the rest goes over TCP; only
+    // what was in flight is lost (PR 7 closes that).
+    expect(row(2, "legacy").notAttempted).toBeGreaterThan(0)
+    expect(row(2, "legacy")).toMatchObject({ end: false })
+    expect(row(2, "series")).toMatchObject({ notAttempted: 0, failed: 0, end: true })
+    expect(T - row(2, "series").received).toBeLessThanOrEqual(WINDOW)
+
+    // 3: retirement from another fiber with completions unpolled. Legacy: dropped as "unknown QP". Series (PR 1): none.
+    expect(row(3, "legacy").unknownQp).toBeGreaterThan(0)
+    expect(row(3, "legacy").received).toBeLessThan(T)
+    expect(row(3, "series")).toMatchObject({ unknownQp: 0, notAttempted: 0 })
+    expect(T - row(3, "series").received).toBeLessThanOrEqual(WINDOW)
+
+    // 4: a frozen peer, no endpoint yet: each call one control-plane timeout (1 s quick) in both arms; in the series
+    // a failed bootstrap RPC is not retried over the control plane (PR 3: one timeout, not two).
+    for (const arm of ["legacy", "series"] as const) {
+      expect(row(4, arm)).toMatchObject({ sent: 2, failed: 2, received: 0 })
+      for (const t of row(4, arm).seconds) {
+        expect(t).toBeGreaterThanOrEqual(0.9)
+        expect(t).toBeLessThan(1.9)
+      }
     }
-    // 1: the sender's channel disabled after 1/8 of the stream: about that much arrived.
-    expect(row(1).received).toBeLessThan(400)
-    // 4: each call waits one control-plane timeout (1 s quick), within a wide margin.
-    expect(row(4).seconds).toHaveLength(2)
-    for (const t of row(4).seconds) {
-      expect(t).toBeGreaterThanOrEqual(0.9)
-      expect(t).toBeLessThan(3)
-    }
-    // 5: the batch settles only after the bootstrap timeouts (at least one 1 s timeout).
-    expect(row(5).seconds[1]).toBeGreaterThanOrEqual(0.9)
-    // 5: and past the RDMA attempts, the task failed over to TCP and paid its attempts too (2 + 3 timeouts of 1 s).
-    expect(row(5).seconds[1]).toBeGreaterThanOrEqual(4)
-    // 6: the freeze costs the sender. With 500 + 500 here the freeze comes after 250 standalone sends while transfers
-    // still run: a frozen SoftVerbs process does not acknowledge, so the data QPs' retry budget (~0.5 s) retires the
-    // endpoint and its notify QP mid-freeze, losing what was in flight, and the next call may wait a bootstrap
-    // timeout; or, when no transfer is in flight, the sends fill the window and one blocks. (`pnpm demo`, 2000 + 2000,
-    // shows the pure case: 4000/4000 and one call blocked for the whole 2 s freeze.)
-    expect(row(6).seconds[0] >= 1 || row(6).received < row(6).sent).toBe(true)
-    expect(row("recovery").seconds).toHaveLength(1)
-  }, 300_000)
+
+    // 5: the batch settles after the bootstrap timeouts and the TCP attempts (2 + 3 of 1 s) in both arms (PR 4 will
+    // fail fast on the marked peer).
+    for (const arm of ["legacy", "series"] as const) expect(row(5, arm).seconds[1]).toBeGreaterThanOrEqual(4)
+
+    // 6: a host freeze (SoftVerbs: the frozen process's NIC stops too) with the transfers done. Legacy: the window
+    // fills and one call blocks for the whole 2 s freeze; the 8.6 s notify retry budget outlasts it: all arrive.
+    // Series: PR 2's 0.54 s budget ends during the freeze, the channel is disabled (PR 1), the waiting call falls back
+    // to a Notify that times out against the frozen peer (1 s; PR 4 will fail it fast).
+    expect(row(6, "legacy")).toMatchObject({ received: T, failed: 0, end: true })
+    expect(row(6, "legacy").seconds[0]).toBeGreaterThanOrEqual(1.5)
+    expect(row(6, "series").failed).toBeGreaterThanOrEqual(1)
+    expect(row(6, "series").end).toBe(true)
+    expect(T - row(6, "series").received).toBeLessThanOrEqual(WINDOW)
+
+    // Recovery: something gets through after SIGCONT in both arms; legacy loses nothing (the notify QP's budget
+    // outlasts the freeze).
+    for (const arm of ["legacy", "series"] as const) expect(row("recovery", arm).seconds).toHaveLength(1)
+    expect(row("recovery", "legacy").received).toBe(row("recovery", "legacy").sent)
+  }, 480_000)
 
   it("an interrupted probe (SIGINT) leaves no child process behind", async () => {
     const probe = start(["probe", "--quick", "--arm", "legacy", "--only", "5"])

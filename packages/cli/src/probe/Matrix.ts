@@ -40,6 +40,10 @@ export interface Row {
   /** Sends posted on the sender's notify QP and not completed when the fault hit (-1: no fault, or not measured). */
   readonly inFlightAtFault: number
   readonly received: number
+  /** Whether the END marker arrived (stream scenarios; true elsewhere). */
+  readonly end: boolean
+  /** What the receiver dropped as "unknown QP". */
+  readonly unknownQp: number
   readonly duplicates: number
   readonly seconds: ReadonlyArray<number>
   /** What else the probe saw, for a person. */
@@ -115,6 +119,7 @@ export const nodeConfig = (plan: Plan) => ({
 interface Progress {
   readonly attempted: number
   readonly standalone: number
+  readonly held: boolean
   readonly failed: number
   readonly lastError: string
   readonly done: boolean
@@ -201,7 +206,7 @@ const streamRow = (
         if (
           fault !== undefined &&
           faultFiber === undefined &&
-          (fault.standaloneAt === true ? p.standalone : p.attempted) >= fault.at
+          (fault.hold === true ? p.held : (fault.standaloneAt === true ? p.standalone : p.attempted) >= fault.at)
         ) {
           faultFiber = yield* Effect.fork(
             Effect.tap(fault.run(r, i), () =>
@@ -259,6 +264,8 @@ const streamRow = (
         notAttempted: total - p.attempted,
         inFlightAtFault,
         received: c.received,
+        end: c.end,
+        unknownQp: c.unknownQp,
         duplicates: c.duplicates,
         seconds,
         note: `longest standalone call, then the next ones; ${notes.join("; ")}`
@@ -291,6 +298,8 @@ const frozenSends = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, C
         notAttempted: 0,
         inFlightAtFault: -1,
         received: c.received,
+        end: true,
+        unknownQp: c.unknownQp,
         duplicates: c.duplicates,
         seconds: reply.calls.map((x) => s(x.ms)),
         note: `each call: ${errors} (control-plane timeout ${s(rpcTimeout(plan))} s)`
@@ -324,6 +333,8 @@ const frozenTransfer = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row
         notAttempted: 0,
         inFlightAtFault: -1,
         received: c.received,
+        end: true,
+        unknownQp: c.unknownQp,
         duplicates: c.duplicates,
         seconds: [s(reply.submitMs), s(reply.settledMs)],
         note: `submitTransfer returned, then the batch ended ${reply.status} (up to ${plan.maxRetry} RDMA attempts, each a ${s(rpcTimeout(plan))} s bootstrap timeout, then failover to TCP: up to ${TCP_ATTEMPTS} SendData calls of ${s(rpcTimeout(plan))} s)`
@@ -360,6 +371,8 @@ const recovery = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, Chil
         notAttempted: 0,
         inFlightAtFault: -1,
         received: c.received,
+        end: true,
+        unknownQp: c.unknownQp,
         duplicates: c.duplicates,
         seconds: at === null ? [] : [s(at - t0)],
         note:
@@ -404,7 +417,7 @@ export const runRow = (scenario: Scenario, arm: Arm, plan: Plan, report: Report)
             r.signal("SIGSTOP")
             yield* i.request({ cmd: "release" })
             yield* Effect.sleep(plan.holdMs).pipe(Effect.ensuring(Effect.sync(() => r.signal("SIGCONT"))))
-            return `receiver frozen ${s(plan.holdMs)} s after ${Math.floor(plan.count / 2)} standalone sends (not paced by the transfers)`
+            return `receiver frozen ${s(plan.holdMs)} s after ${Math.floor(plan.count / 2)} standalone sends, the transfers done (a host freeze: its soft NIC stops too)`
           })
       })
     case 4:

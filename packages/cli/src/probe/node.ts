@@ -199,7 +199,12 @@ const program = Effect.gen(function* () {
             (seq) =>
               Effect.gen(function* () {
                 while (!transfersDone && transfersAttempted < seq - count - lead) yield* Effect.sleep(5)
-                if (seq - count === holdAt) progress.held = true // both streams stop until the fault is in
+                if (seq - count === holdAt) {
+                  // The freeze point: the transfer-bound stream finishes first (no data in flight: the notify
+                  // channel alone meets the fault), then both streams stop until the fault is in.
+                  while (!transfersDone) yield* Effect.sleep(5)
+                  progress.held = true
+                }
                 yield* attempt
                 progress.standalone++
                 progress.callStart = performance.now()
@@ -230,6 +235,7 @@ const program = Effect.gen(function* () {
           return {
             attempted: progress.attempted,
             standalone: progress.standalone,
+            held: progress.held,
             failed: progress.failed,
             lastError: progress.lastError,
             done: progress.done,
