@@ -143,6 +143,8 @@ export class SoftQp implements QueuePair {
   retryTimer: ReturnType<typeof setTimeout> | undefined
   retryArmed = false
   armedAt = 0
+  /** The length the retry timer was made with (re-armed with `refresh()` while it stays the same). */
+  retryTimerMs = 0
   lastProgress = 0
   retries = 0
   rnrRetries = 0

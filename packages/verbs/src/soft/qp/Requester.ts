@@ -295,16 +295,23 @@ export const onReadResp = (qp: SoftQp, msg: Buffer, wirePsn: number, plen: numbe
 // Retry timer
 // ---------------------------------------------------------------------------------------------------------------------
 
-const armRetry = (qp: SoftQp): void => {
+/**
+ * Arms the retry timer for a whole timeout, or for `left` ms (what remains of the timeout since the last progress).
+ * The common case re-arms the one timer with `refresh()`; a timer of another length is made anew (rare).
+ */
+const armRetry = (qp: SoftQp, left = qp.timeoutMs): void => {
   if (qp.retryArmed || qp.timeoutMs === 0 || qp.destroyed) return
   qp.retryArmed = true
-  qp.armedAt = now()
-  if (qp.retryTimer === undefined) {
-    qp.retryTimer = setTimeout(qp.onRetryTimer, Math.max(1, qp.timeoutMs))
-    qp.retryTimer.unref()
-  } else {
+  qp.armedAt = now() - (qp.timeoutMs - left)
+  const ms = Math.max(1, Math.ceil(left))
+  if (qp.retryTimer !== undefined && qp.retryTimerMs === ms) {
     qp.retryTimer.refresh()
+    return
   }
+  if (qp.retryTimer !== undefined) clearTimeout(qp.retryTimer)
+  qp.retryTimer = setTimeout(qp.onRetryTimer, ms)
+  qp.retryTimer.unref()
+  qp.retryTimerMs = ms
 }
 
 /** True when the requester has waited a whole ACK timeout without progress. */
@@ -319,7 +326,9 @@ export const onRetryTimer = (qp: SoftQp): void => {
   qp.retryArmed = false
   if ((qp.state !== QpState.RTS && qp.state !== QpState.SQD) || !outstanding(qp)) return
   if (!timedOut(qp)) {
-    armRetry(qp)
+    // Progress since the timer was armed, or a timer Node fired a little early: wait what is left of the timeout
+    // from the last progress (not a whole new one: the local ACK timeout runs from the last progress, as on a NIC).
+    armRetry(qp, Math.min(qp.timeoutMs, qp.timeoutMs - (now() - qp.lastProgress)))
     return
   }
   // A timer that fires late by more than half a timeout means this process was busy (the event loop was blocked),
