@@ -1,6 +1,7 @@
 /**
  * One engine node for the ad hoc commands (`serve`, `send`, `recv`, `transfer`): `TransferEngine.layer` over the
- * chosen verbs provider (two SoftVerbs devices on 127.0.0.1 by default), TENT `main`'s behaviour (`Series.legacy`),
+ * chosen verbs provider (two SoftVerbs devices on 127.0.0.1 by default), the RFC's series as the configuration selects
+ * it (`Series.fromConfig`: `notification/rpc_fallback`, …) or, with `--arm legacy`, TENT `main`'s (`Series.legacy`),
  * `RailHealth` from the same configuration, and the configuration itself from `--config FILE` (TENT's
  * `transfer-engine.json`) and the environment (`MC_TENT_CONF`, TENT's `MC_*` variables, every key in constant case).
  *
@@ -27,6 +28,12 @@ export const nodeOptions = {
     Options.withDescription("verbs provider: soft (SoftVerbs, UDP on 127.0.0.1) or ibverbs (the system libibverbs)"),
     Options.withDefault("soft" as const)
   ),
+  arm: Options.choice("arm", ["series", "legacy"]).pipe(
+    Options.withDescription(
+      "series = the RFC's Layers as built, selected by the config's keys (notification/rpc_fallback, ...); legacy = TENT main's behaviour"
+    ),
+    Options.withDefault("series" as const)
+  ),
   softDevices: Options.text("soft-devices").pipe(
     Options.withDescription(
       `comma-separated SoftVerbs device names (default: TENT_SOFT_DEVICES or ${defaultSoftDevices.join(",")})`
@@ -39,6 +46,7 @@ export const nodeOptions = {
 export interface NodeOptions {
   readonly config: Option.Option<string>
   readonly provider: "soft" | "ibverbs"
+  readonly arm: "series" | "legacy"
   readonly softDevices: Option.Option<string>
 }
 
@@ -75,7 +83,7 @@ export interface EngineNode {
 /** Builds the node's engine (and its `Diagnostics`) in the current scope. */
 export const makeNode = (o: NodeOptions): Effect.Effect<EngineNode, unknown, Scope.Scope> =>
   TransferEngine.layer.pipe(
-    Layer.provide([verbsLayer(o), Series.legacy]),
+    Layer.provide([verbsLayer(o), o.arm === "legacy" ? Series.legacy : Series.fromConfig]),
     Layer.provide(RailHealth.layerConfig),
     Layer.provide(EngineConfig.layerProvider(configSource(o))),
     Layer.build,
