@@ -14,7 +14,7 @@
  */
 import { RailHealth } from "@tent/health"
 import type { InvalidEntry, Notification, ServerError, TransportFailure } from "@tent/rpc"
-import { DescriptorCache, Registry, RpcAgent, RpcConfig, Server } from "@tent/rpc"
+import { DescriptorCache, NeedsRefreshCache, Registry, RpcAgent, RpcConfig, Server } from "@tent/rpc"
 import { AccessFlags, type MemoryRegion, type RdmaError, SoftVerbs, type Verbs } from "@tent/verbs"
 import { Channel, Chunk, Context, Effect, Layer, Queue, Scope, Stream } from "effect"
 import type { ConfigError } from "effect/ConfigError"
@@ -85,6 +85,14 @@ export interface TransferEngineShape {
     segment: SegmentHandle | string,
     notification: Notification
   ) => Effect.Effect<void, SendNotificationError>
+  /**
+   * TENT `probePeerAliveByID`: a `Probe` to the segment's control plane (its cached descriptor's RPC address).
+   * Under the legacy `DescriptorPolicy` a failed probe drops the descriptor, refetches it (from the same peer, under
+   * the peer registry) and probes again; under RFC PR 5 it returns the probe's own failure.
+   */
+  readonly probePeerAlive: (
+    segment: SegmentHandle | string
+  ) => Effect.Effect<void, TransportFailure | InvalidEntry | SegmentNotFound>
   /** Takes the received notifications (TENT `receiveNotification`: the routing policy's transports). */
   readonly receiveNotifications: Effect.Effect<ReadonlyArray<Notification>>
   /** Received notifications as a stream (the same queues as `receiveNotifications`: each is delivered once). */
@@ -213,6 +221,16 @@ export const make = Effect.gen(function* () {
     waitTransfer: transfers.waitTransfer,
     freeBatch: transfers.freeBatch,
     sendNotification,
+    probePeerAlive: (segment) =>
+      Effect.flatMap(segmentOf(segment), (name) =>
+        cache.withSegment(
+          name,
+          (desc): Effect.Effect<void, NeedsRefreshCache | TransportFailure> =>
+            desc.rpc_server_addr === ""
+              ? Effect.fail(new NeedsRefreshCache({ segment: name, message: "segment has no RPC address" }))
+              : agent.probe(desc.rpc_server_addr)
+        )
+      ) as Effect.Effect<void, TransportFailure | InvalidEntry | SegmentNotFound>,
     receiveNotifications: Effect.sync(drain),
     notifications
   } satisfies TransferEngineShape

@@ -28,6 +28,7 @@ const defaultsBefore = {
   "rpc/connect_timeout_ms": -1,
   "rpc/max_notify_bytes": 16_777_216,
   "rpc/max_data_bytes": 16_777_216,
+  "rpc/probe_timeout_ms": 2000, // RFC PR 4: the prober's Probe timeout
   max_failover_attempts: 3,
   enable_auto_failover_on_poll: true,
   "transports/rdma/enable": true,

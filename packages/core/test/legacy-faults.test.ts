@@ -251,6 +251,48 @@ describe("legacy faults (Series.legacy), two processes", () => {
     60_000
   )
 
+  /** `probePeerAlive` (TENT `probePeerAliveByID`) against the frozen peer: its time and error. */
+  const probeFrozen = (engine: Pair.TestEngine, peer: Peer) =>
+    Effect.gen(function* () {
+      yield* engine.openSegment(peer.ready.segment)
+      peer.signal("SIGSTOP")
+      const t0 = performance.now()
+      const r = yield* Effect.either(engine.probePeerAlive(peer.ready.segment))
+      const ms = performance.now() - t0
+      peer.signal("SIGCONT")
+      return { ms, error: r._tag === "Left" ? r.left : undefined }
+    })
+  const probeConfig = { rpc: { request_timeout_ms: 400 } }
+
+  it.live(
+    "[flipped by RFC PR 5, DescriptorPolicy] a failed Probe refetches the descriptor from the frozen peer and probes again: two timeouts",
+    () =>
+      withEngines(
+        (engine, peer) =>
+          Effect.map(probeFrozen(engine, peer), (r) => {
+            expect(r.error).toMatchObject({ _tag: "TransportFailure", reason: "Timeout" })
+            expect(r.ms).toBeGreaterThanOrEqual(780) // Probe 400 ms, then GetSegmentDesc 400 ms
+          }),
+        probeConfig
+      ),
+    60_000
+  )
+
+  it.live(
+    "[RFC PR 5, Series.DescriptorPolicy] the same Probe fails with its own timeout, once (control: the test above)",
+    () =>
+      Pair.withEngines(
+        { json: probeConfig, series: Layer.merge(Series.legacy, Series.DescriptorPolicy) },
+        (engine, peer) =>
+          Effect.map(probeFrozen(engine, peer), (r) => {
+            expect(r.error).toMatchObject({ _tag: "TransportFailure", reason: "Timeout" })
+            expect(r.ms).toBeGreaterThanOrEqual(380)
+            expect(r.ms).toBeLessThan(780)
+          })
+      ),
+    60_000
+  )
+
   /** The peer (TCP only: its notifications go as control-plane `Notify`s) sends `count`; what this engine drains. */
   const notifyInto = (engine: Pair.TestEngine, peer: Peer, count: number) =>
     Effect.gen(function* () {

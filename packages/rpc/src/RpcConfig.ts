@@ -17,6 +17,8 @@ export interface RpcSettings {
   readonly maxNotifyBytes: number
   /** `rpc/max_data_bytes`: the largest `SendData` / `RecvData` sent or served (absent → 16 MiB). */
   readonly maxDataBytes?: number | undefined
+  /** `rpc/probe_timeout_ms`: the prober's `Probe` calls (RFC PR 4; absent → 2000). */
+  readonly probeTimeoutMs?: number | undefined
 }
 
 /**
@@ -55,7 +57,13 @@ export const keys = {
   "rpc/notify_timeout_ms": timeout("Notify"),
   "rpc/connect_timeout_ms": timeout("connecting to a peer"),
   "rpc/max_notify_bytes": bytes("largest Notify (name + message bytes) sent or accepted"),
-  "rpc/max_data_bytes": bytes("largest SendData / RecvData sent or served")
+  "rpc/max_data_bytes": bytes("largest SendData / RecvData sent or served"),
+  "rpc/probe_timeout_ms": {
+    kind: "int",
+    default: 2000,
+    description: "timeout of the Probe calls PeerHealth's prober makes to peers marked unreachable (RFC PR 4)",
+    valid: { check: (n) => n > 0, message: "must be a positive number of milliseconds" }
+  }
 } as const satisfies Record<string, KeySpec>
 
 /** A key of {@link keys} without its `rpc/` prefix, as in {@link defaults} and {@link layer}. */
@@ -90,7 +98,8 @@ export const config: Config.Config<RpcSettings> = Config.all({
   notifyTimeoutMs: Config.map(read("notify_timeout_ms"), resolveTimeout),
   connectTimeoutMs: Config.map(read("connect_timeout_ms"), resolveTimeout),
   maxNotifyBytes: read("max_notify_bytes"),
-  maxDataBytes: read("max_data_bytes")
+  maxDataBytes: read("max_data_bytes"),
+  probeTimeoutMs: read("probe_timeout_ms")
 }).pipe(Config.nested("rpc"))
 
 /** The control-plane settings as a service. */
@@ -105,7 +114,8 @@ export const layer = (values: Partial<Record<KeyName, number>> = {}): Layer.Laye
     notifyTimeoutMs: resolveTimeout(v.notify_timeout_ms),
     connectTimeoutMs: resolveTimeout(v.connect_timeout_ms),
     maxNotifyBytes: v.max_notify_bytes,
-    maxDataBytes: v.max_data_bytes
+    maxDataBytes: v.max_data_bytes,
+    probeTimeoutMs: v.probe_timeout_ms
   })
 }
 

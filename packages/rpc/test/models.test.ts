@@ -145,7 +145,8 @@ describe("RpcConfig", () => {
         notifyTimeoutMs: 30_000,
         connectTimeoutMs: 30_000,
         maxNotifyBytes: 16 * 1024 * 1024,
-        maxDataBytes: 16 * 1024 * 1024
+        maxDataBytes: 16 * 1024 * 1024,
+        probeTimeoutMs: 2000
       })
     })
   )
