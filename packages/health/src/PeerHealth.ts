@@ -1,0 +1,351 @@
+/**
+ * Peer health (RFC PR 4, "fail fast on dead peers"): a process-wide record, keyed by a peer's control-plane address,
+ * of the peers whose control plane stopped answering, so that calls to them fail at once instead of each waiting out
+ * its timeout.
+ *
+ * - A transport-level failure (a `TransportFailure`) marks the peer for `peer_health/cooldown_ms`. A failure while it
+ *   is marked, or at most one cooldown's length after that cooldown ran out, doubles the cooldown, up to
+ *   `peer_health/max_cooldown_ms`; a later one starts again from `peer_health/cooldown_ms`. Each failure restarts
+ *   the cooldown from its own time.
+ * - While the cooldown runs, {@link PeerHealthShape.admit} fails at once, with a `TransportFailure` whose message
+ *   says it came from this record. Once it has run out, calls go through: the first is the re-check.
+ * - Any reply (`record(address, undefined)`: a success, or the peer's typed refusal) clears the mark and its
+ *   backoff memory. A mark whose cooldown ran out stays until then, so the prober keeps probing the peer.
+ * - The prober ({@link PeerHealthShape.runProber}) probes every marked peer each `peer_health/probe_interval_ms`,
+ *   cooldown or not: a peer that comes back is usable again within about one interval.
+ * - A peer nobody asked about (no `admit`, no `record`) for `peer_health/max_age_ms` is forgotten, mark and all; the
+ *   prober's own probes do not count, so a peer that stays dead and unused is not probed for ever.
+ *
+ * `admit` and `record` are `RpcAgent.CallGuard` of `@tent/rpc`: `RpcAgent.decorate(agent, PeerHealth.guard(health))`
+ * is the agent of RFC PR 4.
+ *
+ * @since 0.1.0
+ */
+import { type RpcAgent, TransportFailure } from "@tent/rpc"
+import { Cause, Config, Context, Duration, Effect, Exit, Layer, Option } from "effect"
+import type { ConfigError } from "effect/ConfigError"
+
+/** The counters of one record; plain numbers, read them at any time or through {@link PeerHealthShape.snapshot}. */
+export interface PeerHealthMetrics {
+  /** Transport failures recorded, each of which (re)armed a cooldown: by calls and by the prober. */
+  marks: number
+  /** Marks cleared by a reply: by calls and by the prober. */
+  clears: number
+  /** Calls `admit` refused while a cooldown ran. */
+  fastFailures: number
+  /** Probes started by the prober. */
+  probes: number
+  /** Probes that got an answer (each cleared its peer). */
+  probeSuccesses: number
+  /** Probes that failed (a transport failure re-marked the peer; a defect is only logged). */
+  probeFailures: number
+}
+
+/** What {@link PeerHealthShape.snapshot} reports: the peers marked now, and the counters. */
+export interface PeerHealthSnapshot extends PeerHealthMetrics {
+  /** Peers marked and not yet cleared or forgotten, whether or not their cooldown has run out. */
+  readonly marked: number
+}
+
+/** The service: a call guard, plus what the prober needs. */
+export interface PeerHealthShape extends RpcAgent.CallGuard {
+  /**
+   * Fails at once, with a `TransportFailure` (reason `Timeout`) naming this record, while `address` is marked and
+   * its cooldown has not run out; otherwise succeeds, and the call goes out.
+   */
+  readonly admit: (address: string) => Effect.Effect<void, TransportFailure>
+  /** How a call to `address` ended: a transport failure marks the peer, `undefined` (any reply) clears it. */
+  readonly record: (address: string, failure: TransportFailure | undefined) => Effect.Effect<void>
+  /** The peers marked now, whether or not their cooldown has run out (what the prober probes). */
+  readonly markedPeers: Effect.Effect<ReadonlyArray<string>>
+  /**
+   * One round of the prober: `probe` on every marked peer, at most `concurrency` (default 4) at once. An answer
+   * clears the peer, a transport failure re-marks it (doubling the cooldown). Never fails; `probe` must be bounded
+   * by its own timeout (`rpc/probe_timeout_ms`) and must not pass through this guard, or it would be refused.
+   */
+  readonly probeRound: (
+    probe: (address: string) => Effect.Effect<void, TransportFailure>,
+    concurrency?: number
+  ) => Effect.Effect<void>
+  /**
+   * {@link PeerHealthShape.probeRound} every `intervalMs` (default `peer_health/probe_interval_ms`) after the end of
+   * the previous round, for ever; fork it in a scope (`Effect.forkScoped`) to stop it with the scope.
+   */
+  readonly runProber: (
+    probe: (address: string) => Effect.Effect<void, TransportFailure>,
+    intervalMs?: number
+  ) => Effect.Effect<never>
+  /** The live counters. */
+  readonly metrics: PeerHealthMetrics
+  /** The number of marked peers (after forgetting old entries) and a copy of the counters. */
+  readonly snapshot: Effect.Effect<PeerHealthSnapshot>
+}
+
+/** The peer-health service tag; one instance per process (engine). */
+export class PeerHealth extends Context.Tag("@tent/health/PeerHealth")<PeerHealth, PeerHealthShape>() {}
+
+/** The settings, in milliseconds. */
+export interface PeerHealthOptions {
+  /** `peer_health/cooldown_ms`: the cooldown of a first mark. */
+  readonly cooldownMs: number
+  /** `peer_health/max_cooldown_ms`: the cap on a doubled cooldown. */
+  readonly maxCooldownMs: number
+  /** `peer_health/probe_interval_ms`: the prober's interval. */
+  readonly probeIntervalMs: number
+  /** `peer_health/max_age_ms`: how long an entry nobody asked about is kept. */
+  readonly maxAgeMs: number
+}
+
+/**
+ * One configuration key, in the shape `EngineConfig.KeySpec` of `@tent/core` merges (structurally): its JSON type,
+ * default, description and, for an integer, the values it accepts. `bool` is there for `peer_health/enable`, which
+ * `@tent/core` declares for now.
+ */
+export interface KeySpec {
+  readonly kind: "int" | "bool"
+  readonly default: number | boolean
+  readonly description: string
+  /** For `int`: accepted values, as a predicate and the message that names them. */
+  readonly valid?: { readonly check: (n: number) => boolean; readonly message: string }
+}
+
+const positive = { check: (n: number) => n >= 1, message: "must be a positive integer" }
+
+/** The keys this module reads, with the RFC's defaults ("Configuration added", PR 4). */
+export const keys = {
+  "peer_health/cooldown_ms": {
+    kind: "int",
+    default: 5000,
+    description:
+      "RFC PR 4: ms a peer whose control plane failed at transport level is failed fast; doubled on every further failure up to peer_health/max_cooldown_ms",
+    valid: positive
+  },
+  "peer_health/max_cooldown_ms": {
+    kind: "int",
+    default: 60000,
+    description: "RFC PR 4: cap in ms of a peer's doubled cooldown",
+    valid: positive
+  },
+  "peer_health/probe_interval_ms": {
+    kind: "int",
+    default: 1000,
+    description: "RFC PR 4: ms between two rounds of the prober that re-checks every marked peer",
+    valid: positive
+  },
+  "peer_health/max_age_ms": {
+    kind: "int",
+    default: 600000,
+    description: "RFC PR 4: ms after which a marked peer nobody called is forgotten, so the record stays bounded",
+    valid: positive
+  }
+} as const satisfies Record<string, KeySpec>
+
+/** The RFC's defaults: those of {@link keys}. */
+export const defaults: PeerHealthOptions = {
+  cooldownMs: keys["peer_health/cooldown_ms"].default,
+  maxCooldownMs: keys["peer_health/max_cooldown_ms"].default,
+  probeIntervalMs: keys["peer_health/probe_interval_ms"].default,
+  maxAgeMs: keys["peer_health/max_age_ms"].default
+}
+
+/** The integer keys of {@link keys}. */
+type IntKey = {
+  [K in keyof typeof keys]: (typeof keys)[K] extends { readonly kind: "int" } ? K : never
+}[keyof typeof keys]
+
+/** The `Config` of a key of {@link keys}: its path split on `/` into nested names, its validation and default. */
+const read = (path: IntKey): Config.Config<number> => {
+  const spec = keys[path]
+  const [name, ...outer] = path.split("/").reverse()
+  const value = Config.integer(name).pipe(
+    Config.validate({ message: spec.valid.message, validation: spec.valid.check }),
+    Config.withDefault(spec.default),
+    Config.withDescription(spec.description)
+  )
+  return outer.reduce((c, segment) => Config.nested(c, segment), value)
+}
+
+/**
+ * The settings from the current `ConfigProvider`, under `peer_health` (`{"peer_health": {"cooldown_ms": 2000}}`, or
+ * the flat key `peer_health/cooldown_ms` from a provider whose path delimiter is `/`). Absent keys take
+ * {@link defaults}; a value that is not a positive integer fails with a `ConfigError` naming the key.
+ */
+export const config: Config.Config<PeerHealthOptions> = Config.all({
+  cooldownMs: read("peer_health/cooldown_ms"),
+  maxCooldownMs: read("peer_health/max_cooldown_ms"),
+  probeIntervalMs: read("peer_health/probe_interval_ms"),
+  maxAgeMs: read("peer_health/max_age_ms")
+})
+
+/** One marked peer. */
+interface Entry {
+  /** When the last failure marked it; its cooldown runs from here. */
+  readonly markedAt: number
+  readonly cooldownMs: number
+  /** `markedAt + cooldownMs`: `admit` refuses calls before this. */
+  readonly until: number
+  /** The last failure, for the fast failure's message. */
+  readonly after: string
+  /** The last `admit` or `record` (not the prober's): the entry is forgotten `maxAgeMs` after it. */
+  touchedAt: number
+}
+
+const describeFailure = (f: TransportFailure) => (f.message === "" ? f.reason : `${f.reason} (${f.message})`)
+
+const newCounters = (): PeerHealthMetrics => ({
+  marks: 0,
+  clears: 0,
+  fastFailures: 0,
+  probes: 0,
+  probeSuccesses: 0,
+  probeFailures: 0
+})
+
+/** Builds a record with its own table and counters; time comes from `Clock`, so `TestClock` drives it. */
+export const make = (options: Partial<PeerHealthOptions> = {}): Effect.Effect<PeerHealthShape> =>
+  Effect.map(Effect.clock, (clock) => {
+    const o: PeerHealthOptions = { ...defaults, ...options }
+    // Changed only by synchronous code: every change is atomic on the one JS thread.
+    const peers = new Map<string, Entry>()
+    const metrics = newCounters()
+    const now = () => clock.unsafeCurrentTimeMillis()
+
+    const expired = (e: Entry, t: number) => t - e.touchedAt >= o.maxAgeMs
+
+    /** The entry of `address` at `t`; one nobody asked about for `maxAgeMs` is dropped here. */
+    const lookup = (address: string, t: number): Entry | undefined => {
+      const e = peers.get(address)
+      if (e === undefined || !expired(e, t)) return e
+      peers.delete(address)
+      return undefined
+    }
+
+    const sweep = (t: number) => {
+      for (const [address, e] of peers) if (expired(e, t)) peers.delete(address)
+    }
+
+    /** Marks `address` after `failure`; `touch` is false for the prober's failures, which do not keep it alive. */
+    const mark = (address: string, failure: TransportFailure, touch: boolean): Effect.Effect<void> => {
+      const t = now()
+      const before = lookup(address, t)
+      const doubled = before !== undefined && t <= before.until + before.cooldownMs
+      const cooldownMs = doubled
+        ? Math.max(o.cooldownMs, Math.min(before.cooldownMs * 2, o.maxCooldownMs))
+        : o.cooldownMs
+      const after = describeFailure(failure)
+      peers.set(address, {
+        markedAt: t,
+        cooldownMs,
+        until: t + cooldownMs,
+        after,
+        touchedAt: touch || before === undefined ? t : before.touchedAt
+      })
+      metrics.marks++
+      const line = `Peer marked unreachable for ${cooldownMs} ms after ${after}`
+      return (before === undefined ? Effect.logWarning(line) : Effect.logDebug(line)).pipe(
+        Effect.annotateLogs({ peer: address })
+      )
+    }
+
+    const clear = (address: string): Effect.Effect<void> => {
+      if (lookup(address, now()) === undefined) return Effect.void
+      peers.delete(address)
+      metrics.clears++
+      return Effect.logInfo("Peer answered: unreachable mark cleared").pipe(Effect.annotateLogs({ peer: address }))
+    }
+
+    const admit = (address: string): Effect.Effect<void, TransportFailure> =>
+      Effect.suspend(() => {
+        const t = now()
+        const e = lookup(address, t)
+        if (e === undefined) return Effect.void
+        e.touchedAt = t
+        if (t >= e.until) return Effect.void
+        metrics.fastFailures++
+        return Effect.fail(
+          new TransportFailure({
+            address,
+            reason: "Timeout",
+            message:
+              `peer marked unreachable by PeerHealth ${t - e.markedAt} ms ago after ${e.after}; ` +
+              `failing fast for ${e.until - t} ms more (cooldown ${e.cooldownMs} ms)`
+          })
+        )
+      })
+
+    const record = (address: string, failure: TransportFailure | undefined): Effect.Effect<void> =>
+      Effect.suspend(() => (failure === undefined ? clear(address) : mark(address, failure, true)))
+
+    const markedPeers = Effect.sync(() => {
+      sweep(now())
+      return Array.from(peers.keys())
+    })
+
+    const probeOne = (probe: (address: string) => Effect.Effect<void, TransportFailure>, address: string) =>
+      Effect.suspend(() => {
+        metrics.probes++
+        return Effect.exit(probe(address))
+      }).pipe(
+        Effect.flatMap((exit) =>
+          Effect.suspend(() => {
+            if (Exit.isSuccess(exit)) {
+              metrics.probeSuccesses++
+              return clear(address)
+            }
+            metrics.probeFailures++
+            const failure = Cause.failureOption(exit.cause)
+            return Option.isSome(failure)
+              ? mark(address, failure.value, false)
+              : Effect.logWarning("Peer probe died", exit.cause).pipe(Effect.annotateLogs({ peer: address }))
+          })
+        )
+      )
+
+    const probeRound: PeerHealthShape["probeRound"] = (probe, concurrency = 4) =>
+      Effect.flatMap(markedPeers, (targets) =>
+        Effect.forEach(targets, (address) => probeOne(probe, address), { concurrency, discard: true })
+      )
+
+    const runProber: PeerHealthShape["runProber"] = (probe, intervalMs = o.probeIntervalMs) =>
+      Effect.forever(Effect.zipRight(Effect.sleep(Duration.millis(intervalMs)), probeRound(probe)))
+
+    const snapshot = Effect.sync(() => {
+      sweep(now())
+      return { marked: peers.size, ...metrics }
+    })
+
+    return { admit, record, markedPeers, probeRound, runProber, metrics, snapshot } satisfies PeerHealthShape
+  })
+
+/**
+ * The twin without PR 4 (`peer_health/enable = false`, TENT main): admits every call, remembers nothing, probes
+ * nothing. The negative control of this module's tests.
+ */
+export const makeLegacy: Effect.Effect<PeerHealthShape> = Effect.sync(() => {
+  const metrics = newCounters()
+  return {
+    admit: () => Effect.void,
+    record: () => Effect.void,
+    markedPeers: Effect.succeed([]),
+    probeRound: () => Effect.void,
+    runProber: () => Effect.never,
+    metrics,
+    snapshot: Effect.sync(() => ({ marked: 0, ...metrics }))
+  }
+})
+
+/** The record as `RpcAgent.decorate`'s guard (the shape is one already; this names the intent). */
+export const guard = (health: PeerHealthShape): RpcAgent.CallGuard => ({ admit: health.admit, record: health.record })
+
+/** The record with the given settings; unspecified ones take the RFC's {@link defaults}. */
+export const layer = (options: Partial<PeerHealthOptions> = {}): Layer.Layer<PeerHealth> =>
+  Layer.effect(PeerHealth, make(options))
+
+/** The record with the settings read by {@link config}; fails at start, naming the key, on a bad value. */
+export const layerConfig: Layer.Layer<PeerHealth, ConfigError> = Layer.effect(
+  PeerHealth,
+  Effect.flatMap(config, (o) => make(o))
+)
+
+/** The legacy twin ({@link makeLegacy}) as a Layer. */
+export const layerLegacy: Layer.Layer<PeerHealth> = Layer.effect(PeerHealth, makeLegacy)
