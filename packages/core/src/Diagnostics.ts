@@ -9,6 +9,7 @@
 import { Context, Effect, Layer } from "effect"
 import { RdmaTransport } from "./internal/rdma/RdmaTransport.js"
 import { TcpTransport } from "./internal/TcpTransport.js"
+import { PeerHealthPolicy } from "./PeerHealth.js"
 
 /** One endpoint, as tools show it. */
 export interface EndpointInfo {
@@ -39,6 +40,8 @@ export interface Counters {
   readonly tcp?:
     | { readonly sent: number; readonly received: number; readonly dataOk: number; readonly dataFailed: number }
     | undefined
+  /** The `PeerHealth` seam's counters (RFC PR 4: marks, fast failures, probes, …); undefined under legacy. */
+  readonly peerHealth?: Readonly<Record<string, number>> | undefined
 }
 
 /** Inspection and in-process fault injection. */
@@ -66,10 +69,11 @@ export class Diagnostics extends Context.Tag("@tent/core/Diagnostics")<Diagnosti
 export const make = Effect.gen(function* () {
   const rdma = yield* RdmaTransport
   const tcp = yield* TcpTransport
+  const health = yield* PeerHealthPolicy
   const all = () => (rdma?.devices ?? []).flatMap((d) => Array.from(d.store.active.values(), (ep) => ({ d, ep })))
   return {
     installed: { rdma: rdma !== undefined, tcp: tcp !== undefined },
-    counters: { rdma: rdma?.counters, tcp: tcp?.counters },
+    counters: { rdma: rdma?.counters, tcp: tcp?.counters, peerHealth: health.metrics },
     devices: Effect.sync(() => (rdma?.devices ?? []).map((d) => ({ name: d.name, enabled: d.enabled }))),
     endpoints: Effect.sync(() =>
       all().map(({ d, ep }) => ({

@@ -16,7 +16,7 @@
  * @since 0.1.0
  */
 import type { RpcAgent } from "@tent/rpc"
-import { Context, type Duration, Layer } from "effect"
+import { Context, type Duration, Effect, Layer, type Scope } from "effect"
 
 /** The dead-peer policy of the engine's control-plane calls and notify send window. */
 export interface PeerHealthPolicyShape {
@@ -24,6 +24,20 @@ export interface PeerHealthPolicyShape {
   readonly decorate: (agent: RpcAgent.RpcAgentShape) => RpcAgent.RpcAgentShape
   /** The longest wait for a free notify send slot; `undefined` = unbounded. */
   readonly slotWait: Duration.Duration | undefined
+  /**
+   * Run once by the engine, in its scope, with the plain (undecorated) agent: where a policy forks its prober.
+   * Legacy: nothing.
+   */
+  readonly start: (plain: RpcAgent.RpcAgentShape) => Effect.Effect<void, never, Scope.Scope>
+  /**
+   * Whether a slice whose bootstrap got no answer (`TransportFailure`) is charged to its NIC pair in `RailHealth`
+   * when it gives up, as TENT's `disableEndpoint` does (legacy: true). PR 4: false — failing fast on a dead peer
+   * would otherwise trip a healthy pair into a cooldown of minutes. A refused bootstrap (the peer answered) is
+   * charged either way.
+   */
+  readonly chargeUnansweredBootstrap: boolean
+  /** The policy's live counters, for tools and tests (`Diagnostics.counters.peerHealth`); legacy: none. */
+  readonly metrics: Readonly<Record<string, number>> | undefined
 }
 
 /** The peer health policy (RFC PR 4's seam). */
@@ -35,7 +49,10 @@ export class PeerHealthPolicy extends Context.Tag("@tent/core/PeerHealthPolicy")
 /** TENT `main`: no memory of dead peers, no bound on the slot wait. */
 export const legacy: PeerHealthPolicyShape = {
   decorate: (agent) => agent,
-  slotWait: undefined
+  slotWait: undefined,
+  start: () => Effect.void,
+  chargeUnansweredBootstrap: true,
+  metrics: undefined
 }
 
 /** {@link legacy} as a Layer. */

@@ -265,10 +265,15 @@ const identityLayer = Layer.effect(
   })
 )
 
-/** The engine's agent: the plain `RpcAgent` as the `PeerHealth` seam decorates it. */
-const engineAgentLayer = Layer.effect(
+/** The engine's agent: the plain `RpcAgent` as the `PeerHealth` seam decorates it; the seam's prober starts here. */
+const engineAgentLayer = Layer.scoped(
   EngineAgent,
-  Effect.zipWith(RpcAgent.RpcAgent, PeerHealthPolicy, (plain, policy) => policy.decorate(plain))
+  Effect.gen(function* () {
+    const plain = yield* RpcAgent.RpcAgent
+    const policy = yield* PeerHealthPolicy
+    yield* policy.start(plain)
+    return policy.decorate(plain)
+  })
 )
 
 /** The descriptor cache over the peer registry, whose `GetSegmentDesc` calls go through the engine's agent. */

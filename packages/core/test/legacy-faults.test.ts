@@ -3,9 +3,10 @@
  * the RFC PR whose Layer will flip it; each must fail once that Layer replaces the legacy one.
  */
 import { describe, expect, it } from "@effect/vitest"
+import { RailHealth } from "@tent/health"
 import { makeNotification, TransportFailure } from "@tent/rpc"
-import { Effect, Fiber, Layer } from "effect"
-import { NotificationRouting, Series } from "../src/index.js"
+import { Context, Effect, Fiber, Layer } from "effect"
+import { NotificationRouting, PeerHealth, Series } from "../src/index.js"
 import { payload } from "./fixtures/engine.js"
 import type { Peer } from "./fixtures/pair.js"
 import * as Pair from "./fixtures/pair.js"
@@ -247,6 +248,56 @@ describe("legacy faults (Series.legacy), two processes", () => {
             expect(r.got.count).toBe(1) // the request the frozen peer had received is handled when it resumes
             expect(r.got.duplicates).toBe(0)
           })
+      ),
+    60_000
+  )
+
+  /** A 4 KiB WRITE to the frozen peer over RDMA only; what RailHealth holds for this engine's pairs after it fails. */
+  const frozenWriteRails = (engine: Pair.TestEngine, peer: Peer, ctx: Context.Context<unknown>) =>
+    Effect.gen(function* () {
+      const src = yield* engine.registerSegment(Buffer.alloc(4096, 1))
+      const dst = yield* request<{ addr: number }>(peer, { cmd: "register", size: 4096 })
+      yield* engine.openSegment(peer.ready.segment)
+      peer.signal("SIGSTOP")
+      const batch = yield* engine.allocateBatch
+      const submitted = yield* Effect.either(
+        engine.submitTransfer(batch, [
+          { opcode: "WRITE", source: src.addr, target: peer.ready.segment, targetOffset: dst.addr, length: 4096 }
+        ])
+      )
+      const status = submitted._tag === "Right" ? (yield* engine.waitTransfer(batch, 20_000)).status : "submit failed"
+      peer.signal("SIGCONT")
+      console.log(`frozen WRITE: ${status}${submitted._tag === "Left" ? ` (${submitted.left.message})` : ""}`)
+      expect(status).toBe("FAILED")
+      const rails = yield* Context.get(ctx as Context.Context<RailHealth.RailHealth>, RailHealth.RailHealth).snapshot
+      return rails.reduce((n, r) => n + r.errors, 0)
+    })
+  const railConfig = {
+    transports: { tcp: { enable: false }, rdma: { workers: { max_retry_count: 2 } } },
+    rpc: { bootstrap_timeout_ms: 300, request_timeout_ms: 300 }
+  }
+
+  it.live(
+    "[flipped by RFC PR 4, PeerHealth] a slice whose bootstrap the frozen peer never answered is charged to its NIC pair in RailHealth",
+    () =>
+      Pair.withEngines({ json: railConfig }, (engine, peer, ctx) =>
+        Effect.map(frozenWriteRails(engine, peer, ctx), (errors) => expect(errors).toBeGreaterThan(0))
+      ),
+    60_000
+  )
+
+  it.live(
+    "[RFC PR 4] with chargeUnansweredBootstrap false the same slice charges no pair (control: the test above)",
+    () =>
+      Pair.withEngines(
+        {
+          json: railConfig,
+          series: Layer.merge(
+            Series.legacy,
+            Layer.succeed(PeerHealth.PeerHealthPolicy, { ...PeerHealth.legacy, chargeUnansweredBootstrap: false })
+          )
+        },
+        (engine, peer, ctx) => Effect.map(frozenWriteRails(engine, peer, ctx), (errors) => expect(errors).toBe(0))
       ),
     60_000
   )

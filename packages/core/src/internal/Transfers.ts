@@ -23,6 +23,7 @@ import { DescriptorCache } from "@tent/rpc"
 import { Effect, type Scope } from "effect"
 import { EngineConfig } from "../EngineConfig.js"
 import { BatchNotFound, InvalidRequest, type SegmentNotFound } from "../Errors.js"
+import type { PeerHealthPolicy } from "../PeerHealth.js"
 import type { LocalSegment } from "./LocalSegment.js"
 import { RdmaTransport } from "./rdma/RdmaTransport.js"
 import * as Workers from "./rdma/Workers.js"
@@ -104,6 +105,7 @@ export const make = (
   | TcpTransport
   | RailHealth.RailHealth
   | LocalSegment
+  | PeerHealthPolicy
 > =>
   Effect.gen(function* () {
     const settings = yield* EngineConfig

@@ -21,6 +21,7 @@ import { type QueuePair, SendFlags, type SendWr, WcStatus, type WorkCompletion, 
 import { Effect, Queue, type Scope } from "effect"
 import { EngineConfig } from "../../EngineConfig.js"
 import { RdmaTransferFailed, TransferTimeout } from "../../Errors.js"
+import { PeerHealthPolicy } from "../../PeerHealth.js"
 import { LocalSegment } from "../LocalSegment.js"
 import type { SliceTransport, Task, TaskBoard } from "../Tasks.js"
 import { nicPath } from "./NicPath.js"
@@ -75,10 +76,15 @@ export const timeoutCheckMs = (timeoutMs: number): number => Math.max(1, Math.mi
 export const make = (
   rdma: RdmaTransportShape,
   board: TaskBoard
-): Effect.Effect<SliceTransport, never, Scope.Scope | EngineConfig | RailHealth.RailHealth | LocalSegment> =>
+): Effect.Effect<
+  SliceTransport,
+  never,
+  Scope.Scope | EngineConfig | RailHealth.RailHealth | LocalSegment | PeerHealthPolicy
+> =>
   Effect.gen(function* () {
     const settings = yield* EngineConfig
     const rails = yield* RailHealth.RailHealth
+    const health = yield* PeerHealthPolicy
     const regions = yield* LocalSegment
     const clock = yield* Effect.clock
     const devices: ReadonlyArray<RdmaDevice> = rdma.devices
@@ -274,7 +280,18 @@ export const make = (
             slice.peer.remoteNics[r] as string
           )
         )
-        if (got._tag === "Left") return retryOrFail(slice, `no endpoint: ${got.left.message}`)
+        if (got._tag === "Left") {
+          // Giving up (TENT: `disableEndpoint` at max_retry_count) charges the pair in RailHealth — a bootstrap that
+          // got no answer only if the PeerHealth seam says so (RFC PR 4: not); a refused one always.
+          const unanswered = got.left._tag === "TransportFailure"
+          if (
+            slice.retries + 1 >= settings.workers.maxRetryCount &&
+            (!unanswered || health.chargeUnansweredBootstrap)
+          ) {
+            yield* rails.recordError((devices[l] as RdmaDevice).name, slice.peer.railKeys[r] as string)
+          }
+          return retryOrFail(slice, `no endpoint: ${got.left.message}`)
+        }
         if (got.right.status !== "READY") return retryOrFail(slice, "endpoint not ready")
         postOn(slice, l, r, got.right)
       })
