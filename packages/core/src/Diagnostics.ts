@@ -6,6 +6,7 @@
  *
  * @since 0.1.0
  */
+import type { PeerHealth as HealthRecord } from "@tent/health"
 import { Context, Effect, Layer } from "effect"
 import { RdmaTransport } from "./internal/rdma/RdmaTransport.js"
 import { TcpTransport } from "./internal/TcpTransport.js"
@@ -22,6 +23,8 @@ export interface EndpointInfo {
   readonly pending: number
   readonly connected: boolean
 }
+
+type PeerHealthMetrics = HealthRecord.PeerHealthMetrics
 
 /** What the notify paths counted (RDMA: the notify poller's; TCP: the transport's). */
 export interface Counters {
@@ -41,7 +44,7 @@ export interface Counters {
     | { readonly sent: number; readonly received: number; readonly dataOk: number; readonly dataFailed: number }
     | undefined
   /** The `PeerHealth` seam's counters (RFC PR 4: marks, fast failures, probes, …); undefined under legacy. */
-  readonly peerHealth?: Readonly<Record<string, number>> | undefined
+  readonly peerHealth?: PeerHealthMetrics | undefined
 }
 
 /** Inspection and in-process fault injection. */

@@ -15,7 +15,7 @@
  *
  * @since 0.1.0
  */
-import { RailHealth } from "@tent/health"
+import { PeerHealth, RailHealth } from "@tent/health"
 import { RpcConfig } from "@tent/rpc"
 import { Config, type ConfigError, type ConfigProvider, Context, Effect, Layer } from "effect"
 import { type KeySpec, readers } from "./internal/config/KeySpec.js"
@@ -159,7 +159,12 @@ export const engineKeys = {
  * Every key the engine (and the packages it configures) reads, with TENT's defaults: each declared once, by the
  * package that reads it.
  */
-export const keys = { ...RpcConfig.keys, ...RailHealth.keys, ...engineKeys } as const satisfies Record<string, KeySpec>
+export const keys = {
+  ...RpcConfig.keys,
+  ...RailHealth.keys,
+  ...PeerHealth.keys,
+  ...engineKeys
+} as const satisfies Record<string, KeySpec>
 
 /** A key of {@link keys}. */
 export type Key = keyof typeof keys

@@ -15,8 +15,10 @@
  *
  * @since 0.1.0
  */
-import type { RpcAgent } from "@tent/rpc"
-import { Context, type Duration, Effect, Layer, type Scope } from "effect"
+import { PeerHealth as HealthRecord } from "@tent/health"
+import { RpcAgent, RpcConfig } from "@tent/rpc"
+import { Context, Duration, Effect, Layer, type Scope } from "effect"
+import type { ConfigError } from "effect/ConfigError"
 
 /** The dead-peer policy of the engine's control-plane calls and notify send window. */
 export interface PeerHealthPolicyShape {
@@ -37,7 +39,7 @@ export interface PeerHealthPolicyShape {
    */
   readonly chargeUnansweredBootstrap: boolean
   /** The policy's live counters, for tools and tests (`Diagnostics.counters.peerHealth`); legacy: none. */
-  readonly metrics: Readonly<Record<string, number>> | undefined
+  readonly metrics: HealthRecord.PeerHealthMetrics | undefined
 }
 
 /** The peer health policy (RFC PR 4's seam). */
@@ -57,3 +59,34 @@ export const legacy: PeerHealthPolicyShape = {
 
 /** {@link legacy} as a Layer. */
 export const layerLegacy: Layer.Layer<PeerHealthPolicy> = Layer.succeed(PeerHealthPolicy, legacy)
+
+/**
+ * RFC PR 4 over a `PeerHealth` record of `@tent/health`: every control-plane call of the engine passes the record
+ * (`RpcAgent.decorate`: a marked peer's calls fail at once, a transport-level failure marks, any reply clears); the
+ * prober (`start`) re-checks marked peers every `peer_health/probe_interval_ms` with the plain agent's `Probe`
+ * bounded by `rpc/probe_timeout_ms`; the wait for a notify send slot is bounded at 1 s (then PR 3's fallback); an
+ * unanswered bootstrap is not charged to the NIC pair.
+ */
+export const fromRecord = (record: HealthRecord.PeerHealthShape, probeTimeoutMs: number): PeerHealthPolicyShape => ({
+  decorate: (agent) => RpcAgent.decorate(agent, record),
+  slotWait: Duration.seconds(1),
+  start: (plain) =>
+    Effect.asVoid(
+      Effect.forkScoped(
+        record.runProber((address) => plain.probe(address, { timeout: Duration.millis(probeTimeoutMs) }))
+      )
+    ),
+  chargeUnansweredBootstrap: false,
+  metrics: record.metrics
+})
+
+/** RFC PR 4 (`Series.PeerHealth`): a record built from `peer_health/*` and `rpc/probe_timeout_ms` of the ambient config. */
+export const layer: Layer.Layer<PeerHealthPolicy, ConfigError> = Layer.effect(
+  PeerHealthPolicy,
+  Effect.gen(function* () {
+    const options = yield* HealthRecord.config
+    const rpc = yield* RpcConfig.config
+    const record = yield* HealthRecord.make(options)
+    return fromRecord(record, rpc.probeTimeoutMs ?? 2000)
+  })
+)

@@ -8,7 +8,7 @@
  * | {@link QpRetirement} | `QpRetirement` (QpRetirement.ts) | 1 | yes |
  * | {@link ParamsFromEndpoint} | `NotifyQpParams` (NotifyQpParams.ts) | 2 | yes |
  * | {@link RpcFallback} | `NotificationRouting` (NotificationRouting.ts) | 3 | yes |
- * | `PeerHealth` | `PeerHealthPolicy` (PeerHealth.ts) | 4 | not yet: its legacy twin stands in |
+ * | {@link PeerHealth} | `PeerHealthPolicy` (PeerHealth.ts), over `@tent/health`'s record | 4 | yes (the dead-peer record, prober, 1 s slot wait) |
  * | {@link DescriptorPolicy} | `StaleClassifier` (DescriptorPolicy.ts) | 5 | yes, for the peer registry (the only one yet) |
  * | `Dedup` | `Dedup` (Dedup.ts) | 6 | not yet: its legacy twin stands in |
  * | `Resend` | `Resend` (Resend.ts) | 7 | not yet: its legacy twin stands in |
@@ -25,7 +25,7 @@ import * as DescriptorPolicySeam from "./DescriptorPolicy.js"
 import * as EngineConfig from "./EngineConfig.js"
 import * as NotificationRouting from "./NotificationRouting.js"
 import * as NotifyQpParams from "./NotifyQpParams.js"
-import * as PeerHealth from "./PeerHealth.js"
+import * as PeerHealthSeam from "./PeerHealth.js"
 import * as QpRetirementSeam from "./QpRetirement.js"
 import * as Resend from "./Resend.js"
 
@@ -34,7 +34,7 @@ export type Policies =
   | QpRetirementSeam.QpRetirement
   | NotifyQpParams.NotifyQpParams
   | NotificationRouting.NotificationRouting
-  | PeerHealth.PeerHealthPolicy
+  | PeerHealthSeam.PeerHealthPolicy
   | DescriptorCache.StaleClassifier
   | Dedup.Dedup
   | Resend.Resend
@@ -49,6 +49,13 @@ export const ParamsFromEndpoint: Layer.Layer<NotifyQpParams.NotifyQpParams> = No
 export const RpcFallback: Layer.Layer<NotificationRouting.NotificationRouting> = NotificationRouting.layer
 
 /**
+ * RFC PR 4: a dead-peer record (`peer_health/*`) every control-plane call passes — a marked peer fails at once, any
+ * reply clears it, a prober re-checks marked peers — and a 1 s bound on the wait for a notify send slot. Reads its
+ * keys from the ambient config (a wrong value fails at start naming the key).
+ */
+export const PeerHealth: Layer.Layer<PeerHealthSeam.PeerHealthPolicy, ConfigError> = PeerHealthSeam.layer
+
+/**
  * RFC PR 5: a failed control-plane call keeps the descriptor and returns its own failure. Built ahead of PR 4: with
  * PR 3's fallback and the legacy refetch, a `Notify` that timed out against a frozen peer ran again once the peer
  * answered the refetch, and the peer received it twice.
@@ -60,18 +67,21 @@ export const legacy: Layer.Layer<Policies> = Layer.mergeAll(
   QpRetirementSeam.layerLegacy,
   NotifyQpParams.layerLegacy,
   NotificationRouting.layerLegacy,
-  PeerHealth.layerLegacy,
+  PeerHealthSeam.layerLegacy,
   DescriptorPolicySeam.layerLegacy,
   Dedup.layerLegacy,
   Resend.layerLegacy
 )
 
-/** The series as far as it is built: PRs 1, 2, 3 and 5's Layers, the legacy twins of PRs 4, 6 and 7 until they land. */
-export const all: Layer.Layer<Policies> = Layer.mergeAll(
+/**
+ * The series as far as it is built: PRs 1-5's Layers, the legacy twins of PRs 6 and 7 until they land. PR 4 reads
+ * `peer_health/*` from the ambient config (defaults when absent).
+ */
+export const all: Layer.Layer<Policies, ConfigError> = Layer.mergeAll(
   QpRetirement,
   ParamsFromEndpoint,
   RpcFallback,
-  PeerHealth.layerLegacy,
+  PeerHealth,
   DescriptorPolicy,
   Dedup.layerLegacy,
   Resend.layerLegacy
@@ -80,9 +90,9 @@ export const all: Layer.Layer<Policies> = Layer.mergeAll(
 /**
  * The series selected by the RFC's keys from the ambient `ConfigProvider` (provide `EngineConfig.layerProvider`
  * under it, as `TransferEngine.layerSoft` does): PRs 1, 2 and 5 have no key and are always on;
- * `notification/rpc_fallback` (default true) selects PR 3, false restores the legacy routing. `peer_health/enable`
- * (PR 4) and `notification/proto` (PR 6) are read and checked — a wrong value fails at start naming the key — and
- * select their legacy twins until those PRs are built.
+ * `notification/rpc_fallback` (default true) selects PR 3 and `peer_health/enable` (default true) PR 4, false
+ * restores the legacy twin; `notification/proto` (PR 6) is read and checked and selects its legacy twin until PR 6 is
+ * built. A wrong value fails at start naming the key.
  */
 export const fromConfig: Layer.Layer<Policies, ConfigError> = Layer.unwrapEffect(
   Effect.map(EngineConfig.seriesConfig, (s) =>
@@ -90,7 +100,7 @@ export const fromConfig: Layer.Layer<Policies, ConfigError> = Layer.unwrapEffect
       QpRetirement,
       ParamsFromEndpoint,
       s.rpcFallback ? RpcFallback : NotificationRouting.layerLegacy,
-      PeerHealth.layerLegacy,
+      s.peerHealth ? PeerHealth : PeerHealthSeam.layerLegacy,
       DescriptorPolicy,
       Dedup.layerLegacy,
       Resend.layerLegacy

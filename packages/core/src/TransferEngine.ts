@@ -330,7 +330,7 @@ export const layerSoft = (
   options: {
     readonly config?: unknown
     readonly devices?: ReadonlyArray<{ readonly name: string; readonly host?: string }>
-    readonly series?: Layer.Layer<Series.Policies>
+    readonly series?: Layer.Layer<Series.Policies, ConfigError>
   } = {}
 ): Layer.Layer<TransferEngine | Diagnostics.Diagnostics, RdmaError | ServerError | ConfigError> =>
   layer.pipe(

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { RailHealth } from "@tent/health"
+import { PeerHealth, RailHealth } from "@tent/health"
 import { RpcConfig } from "@tent/rpc"
 import { Context, Effect, Layer } from "effect"
 import {
@@ -8,6 +8,7 @@ import {
   EngineConfig,
   NotificationRouting,
   NotifyQpParams,
+  PeerHealth as PeerHealthSeam,
   QpRetirement,
   Series
 } from "../src/index.js"
@@ -18,6 +19,10 @@ const defaultsBefore = {
   "notification/rpc_fallback": true,
   "notification/proto": 1,
   "peer_health/enable": true,
+  "peer_health/cooldown_ms": 5000,
+  "peer_health/max_cooldown_ms": 60_000,
+  "peer_health/probe_interval_ms": 1000,
+  "peer_health/max_age_ms": 600_000,
   local_segment_name: "",
   metadata_type: "p2p",
   rpc_server_hostname: "127.0.0.1",
@@ -71,7 +76,7 @@ const defaultsBefore = {
 /** The key tables, by the package that declares (and reads) them. */
 const tables = {
   "@tent/rpc": RpcConfig.keys,
-  "@tent/health": RailHealth.keys,
+  "@tent/health": { ...RailHealth.keys, ...PeerHealth.keys },
   "@tent/core": EngineConfig.engineKeys
 } as const
 
@@ -90,6 +95,7 @@ describe("config keys: each declared once, by the package that reads it", () => 
     for (const key of Object.keys(EngineConfig.keys)) expect([key, owners(key)]).toEqual([key, [expect.any(String)]])
     for (const key of Object.keys(RpcConfig.keys)) expect(key).toMatch(/^rpc\//)
     for (const key of Object.keys(RailHealth.keys)) expect(key).toMatch(/^transports\/rdma\/rail_/)
+    for (const key of Object.keys(PeerHealth.keys)) expect(key).toMatch(/^peer_health\//)
     for (const key of Object.keys(EngineConfig.engineKeys)) expect(key).not.toMatch(/^rpc\/|\/rail_/)
   })
 
@@ -160,13 +166,14 @@ describe("Series.fromConfig: the RFC's keys select its PRs", () => {
         retirement: Context.get(ctx, QpRetirement.QpRetirement),
         params: Context.get(ctx, NotifyQpParams.NotifyQpParams),
         stale: Context.get(ctx, DescriptorPolicy.DescriptorPolicy),
+        health: Context.get(ctx, PeerHealthSeam.PeerHealthPolicy),
         dedup: Context.get(ctx, Dedup.Dedup)
       })),
       Effect.scoped
     )
 
   it.effect(
-    "by default: PRs 1, 2, 3 and 5 (the built ones); notification/rpc_fallback false restores legacy routing",
+    "by default: PRs 1-5 (the built ones); notification/rpc_fallback or peer_health/enable false restores that legacy twin",
     () =>
       Effect.gen(function* () {
         const on = yield* selected({})
@@ -175,6 +182,10 @@ describe("Series.fromConfig: the RFC's keys select its PRs", () => {
         expect(on.params).toBe(NotifyQpParams.fromEndpoint)
         expect(on.stale).toBe(DescriptorPolicy.keepOnFailure)
         expect(on.dedup).toBe(Dedup.legacy) // PR 6 is not built: its legacy twin stands in
+        expect(on.health.slotWait).toBeDefined() // PR 4
+        expect(on.health.chargeUnansweredBootstrap).toBe(false)
+        const noHealth = yield* selected({ json: { peer_health: { enable: false } } })
+        expect(noHealth.health).toBe(PeerHealthSeam.legacy)
         const off = yield* selected({ json: { notification: { rpc_fallback: false } } })
         expect(off.routing).toBe(NotificationRouting.legacy)
         expect(off.retirement).toBe(QpRetirement.series)
