@@ -93,7 +93,7 @@ export const command = Command.make(
   {
     arm: Options.choice("arm", ["legacy", "series", "both"]).pipe(
       Options.withDescription(
-        "legacy = TENT main (Series.legacy); series = the RFC's Layers as built (Series.all: PRs 1, 2, 3, 5; 4, 6, 7 still their legacy twins); both = the two arms alternating per scenario"
+        "legacy = TENT main (Series.legacy); series = the RFC's Layers as built (Series.all: PRs 1-5; 6 and 7 still their legacy twins); both = the two arms alternating per scenario"
       ),
       Options.withDefault("both" as const)
     ),
@@ -133,7 +133,7 @@ export const command = Command.make(
       )
       if (o.arm !== "legacy") {
         yield* info(
-          "series arm: Series.all = RFC PRs 1, 2, 3 and 5 (QpRetirement, ParamsFromEndpoint, RpcFallback, DescriptorPolicy); PRs 4, 6 and 7 run their legacy twins until they are built"
+          "series arm: Series.all = RFC PRs 1-5 (QpRetirement, ParamsFromEndpoint, RpcFallback, PeerHealth, DescriptorPolicy); PRs 6 and 7 run their legacy twins until they are built"
         )
       }
       killOnExit()
