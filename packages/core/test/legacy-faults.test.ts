@@ -6,7 +6,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { RailHealth } from "@tent/health"
 import { makeNotification, TransportFailure } from "@tent/rpc"
 import { Context, Effect, Fiber, Layer } from "effect"
-import { NotificationRouting, PeerHealth, Series } from "../src/index.js"
+import { Diagnostics, NotificationRouting, PeerHealth, Series } from "../src/index.js"
 import { payload } from "./fixtures/engine.js"
 import type { Peer } from "./fixtures/pair.js"
 import * as Pair from "./fixtures/pair.js"
@@ -164,6 +164,52 @@ describe("legacy faults (Series.legacy), two processes", () => {
             }
           }),
         { rpc: { bootstrap_timeout_ms: 500 } }
+      ),
+    60_000
+  )
+
+  it.live(
+    "[RFC PR 4, Series.PeerHealth] the same frozen peer: one bootstrap timeout, then the next call fails at once; after SIGCONT the prober clears the mark and a send gets through within about a second (control: the test above)",
+    () =>
+      Pair.withEngines(
+        {
+          json: { rpc: { bootstrap_timeout_ms: 500, probe_timeout_ms: 500 } },
+          series: Layer.merge(Series.legacy, Series.PeerHealth)
+        },
+        (engine, peer, ctx) =>
+          Effect.gen(function* () {
+            const diag = Context.get(ctx as Context.Context<Diagnostics.Diagnostics>, Diagnostics.Diagnostics)
+            yield* engine.openSegment(peer.ready.segment)
+            peer.signal("SIGSTOP")
+            const calls: Array<{ ms: number; error: unknown }> = []
+            for (let k = 0; k < 2; k++) {
+              const t0 = performance.now()
+              const error = yield* Effect.flip(engine.sendNotification(peer.ready.segment, makeNotification("f", "x")))
+              calls.push({ ms: performance.now() - t0, error })
+            }
+            const resumed = performance.now()
+            peer.signal("SIGCONT")
+            // The first waits the timeout and marks the peer; the second is refused by the record without a call.
+            expect(calls[0]?.error).toMatchObject({ _tag: "TransportFailure", reason: "Timeout" })
+            expect(calls[0]?.ms).toBeGreaterThanOrEqual(480)
+            expect(calls[1]?.error).toMatchObject({
+              _tag: "TransportFailure",
+              message: expect.stringMatching(/PeerHealth/)
+            })
+            expect(calls[1]?.ms).toBeLessThan(100)
+            expect(diag.counters.peerHealth?.fastFailures).toBeGreaterThanOrEqual(1)
+            // Recovery: sends fail fast until the prober's Probe is answered (probe interval 1 s), then get through.
+            let through = -1
+            while (through < 0 && performance.now() - resumed < 5000) {
+              const r = yield* Effect.either(engine.sendNotification(peer.ready.segment, makeNotification("r", "x")))
+              if (r._tag === "Right") through = performance.now() - resumed
+              else yield* Effect.sleep("20 millis")
+            }
+            console.log(`[RFC PR 4] a send got through ${through.toFixed(0)} ms after SIGCONT (RFC: 705-805 ms)`)
+            expect(through).toBeGreaterThanOrEqual(0)
+            expect(through).toBeLessThan(2500) // a probe interval (1 s) and a bootstrap, loosely
+            expect(diag.counters.peerHealth?.probeSuccesses).toBeGreaterThanOrEqual(1)
+          })
       ),
     60_000
   )
