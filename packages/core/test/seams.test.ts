@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { makeNotification, type Notification, type RpcAgent, TransportFailure } from "@tent/rpc"
-import { Context, Effect, Layer, Queue } from "effect"
+import { Context, Duration, Effect, Layer, Queue } from "effect"
 import {
   Dedup,
   DescriptorPolicy,
@@ -267,5 +267,41 @@ describe("QpRetirement.onNotifyError and the Resend trigger (RFC PRs 1 and 7's s
         yield* legacy.A.resetConnection(yield* pendingSends(legacy.A, 3))
         expect(yield* Queue.size(legacy.A.retiring)).toBe(0)
       })
+  )
+})
+
+describe("PeerHealthPolicy.slotWait (RFC PR 4): the wait for a free notify send slot", () => {
+  /** A's endpoint to B with the 256-send window full (A's packets dropped), then one more send: when does it end? */
+  const fullWindow = (peerHealth: PeerHealth.PeerHealthPolicyShape) =>
+    Effect.gen(function* () {
+      const { A } = yield* twoTransports(undefined, { peerHealth })
+      const ep = yield* A.getEndpoint(A.devices[0] as RdmaDevice, { server: "B", address: "B" }, "mlx0")
+      yield* A.control.setFaults("mlx0", { dropOut: 1 })
+      for (let i = 0; i < NOTIFY_SLOTS; i++) expect(ep.notify.postNotification(makeNotification(`n${i}`, "x"))).toBe(0)
+      const t0 = performance.now()
+      const r = yield* Effect.either(
+        Effect.timeout(
+          A.sendVia(A.devices[0] as RdmaDevice, "B", "mlx0", makeNotification("one more", "x"), undefined),
+          "3 seconds"
+        )
+      )
+      return { ms: performance.now() - t0, r }
+    })
+
+  it.scopedLive("[RFC PR 4] bounded at 1 s: EndpointUnavailable, which PR 3's fallback takes to the next sender", () =>
+    Effect.gen(function* () {
+      const { ms, r } = yield* fullWindow({ ...PeerHealth.legacy, slotWait: Duration.seconds(1) })
+      expect(r._tag === "Left" && r.left._tag).toBe("EndpointUnavailable")
+      expect(NotificationRouting.rpcFallback.fallback(r._tag === "Left" ? r.left : undefined)).toBe(true)
+      expect(ms).toBeGreaterThanOrEqual(990)
+      expect(ms).toBeLessThan(2500)
+    })
+  )
+
+  it.scopedLive("negative control: the legacy wait has no bound (still waiting at 3 s)", () =>
+    Effect.gen(function* () {
+      const { r } = yield* fullWindow(PeerHealth.legacy)
+      expect(r._tag === "Left" && r.left._tag).toBe("TimeoutException")
+    })
   )
 })
