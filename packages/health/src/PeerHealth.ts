@@ -242,9 +242,8 @@ export const make = (options: Partial<PeerHealthOptions> = {}): Effect.Effect<Pe
       })
       metrics.marks++
       const line = `Peer marked unreachable for ${cooldownMs} ms after ${after}`
-      return (before === undefined ? Effect.logWarning(line) : Effect.logDebug(line)).pipe(
-        Effect.annotateLogs({ peer: address })
-      )
+      // Debug: the call that marked it returns this very failure to its caller; the counters are for operators.
+      return Effect.logDebug(line).pipe(Effect.annotateLogs({ peer: address }))
     }
 
     const clear = (address: string): Effect.Effect<void> => {

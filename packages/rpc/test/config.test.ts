@@ -5,14 +5,15 @@ import { RpcConfig } from "../src/index.js"
 const read = (json: unknown) => RpcConfig.config.pipe(Effect.withConfigProvider(ConfigProvider.fromJson(json)))
 
 describe("RpcConfig.keys: the rpc/* keys, declared once and read from the table", () => {
-  it("declares every rpc/* key as an integer; defaults are TENT's: -1 timeouts, 16 MiB limits", () => {
+  it("declares every rpc/* key as an integer; defaults are TENT's: -1 timeouts, 16 MiB limits; the RFC's 2 s probe timeout", () => {
     expect(Object.keys(RpcConfig.keys)).toEqual([
       "rpc/request_timeout_ms",
       "rpc/bootstrap_timeout_ms",
       "rpc/notify_timeout_ms",
       "rpc/connect_timeout_ms",
       "rpc/max_notify_bytes",
-      "rpc/max_data_bytes"
+      "rpc/max_data_bytes",
+      "rpc/probe_timeout_ms"
     ])
     for (const spec of Object.values(RpcConfig.keys)) expect(spec.kind).toBe("int")
     expect(RpcConfig.defaults).toEqual({
@@ -21,7 +22,8 @@ describe("RpcConfig.keys: the rpc/* keys, declared once and read from the table"
       notify_timeout_ms: -1,
       connect_timeout_ms: -1,
       max_notify_bytes: 16 * 1024 * 1024,
-      max_data_bytes: 16 * 1024 * 1024
+      max_data_bytes: 16 * 1024 * 1024,
+      probe_timeout_ms: 2000
     })
   })
 
