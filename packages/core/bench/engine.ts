@@ -19,10 +19,24 @@
  *   Floor: a plain `node:net` ping-pong over 127.0.0.1 of the same notification payload (TENT's 68-byte encoding of
  *   the ping, in a `[u32 len]` frame) against `bench/tcp-echo-peer.ts`, a child process of the same kind, measured
  *   right before and right after the engine and averaged; the same untimed warm-up rounds for both.
+ * - `frozen_peer_second_call_ms` and `recovery_ms` (RFC PR 4, `Series.PeerHealth`): an engine with `Series.all`, a
+ *   fresh one per round (its record starts empty: each round's mark is its own), against one `engine-peer.ts` child:
+ *   the descriptor cached (`openSegment`), the peer's node process SIGSTOPped, two `sendNotification`s with a 300 ms
+ *   `rpc/bootstrap_timeout_ms` — the first waits the timeout and marks the peer, the second is refused by the record
+ *   without a call — then SIGCONT. `frozen_peer_second_call_ms` is the median of the second call's time over every
+ *   round (floor: a `sendNotification` in the same round, before the freeze, that fails at once without I/O for
+ *   another reason — larger than `rpc/max_notify_bytes`, so both its senders refuse it before sending; median over
+ *   the same rounds). The first rounds SIGCONT at once; in the last ones a send every 5 ms follows the SIGCONT until
+ *   one succeeds: `recovery_ms` is the median time from SIGCONT to that success, the thaws aimed at evenly spread
+ *   points of the prober's period (round j of n thaws (j + 0.5)/n of a period before one of the prober's rounds,
+ *   which run every `peer_health/probe_interval_ms` from the engine's start), so it is the median of a thaw at a
+ *   random moment; floor: `peer_health/probe_interval_ms` itself (ratio: the share of a prober period a resumed peer
+ *   stays refused; the prober's design alone gives 0.5).
  */
 import * as Net from "node:net"
 import { fileURLToPath } from "node:url"
-import { type Notification, NotifyWire } from "@tent/rpc"
+import { PeerHealth } from "@tent/health"
+import { type Notification, NotifyWire, RpcConfig } from "@tent/rpc"
 import {
   AccessFlags,
   gidFromString,
@@ -34,9 +48,9 @@ import {
   WrOpcode
 } from "@tent/verbs"
 import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
-import { Context, Effect, Layer, type Scope, Stream } from "effect"
-import { Diagnostics, TransferEngine } from "../src/index.js"
-import { spawnChild } from "../test/fixtures/child.js"
+import { Context, Duration, Effect, Layer, Logger, LogLevel, type Scope, Stream } from "effect"
+import { Diagnostics, Series, TransferEngine } from "../src/index.js"
+import { type Child, spawnChild } from "../test/fixtures/child.js"
 import { engineLayer } from "../test/fixtures/engine.js"
 
 const here = (f: string) => fileURLToPath(new URL(f, import.meta.url))
@@ -400,6 +414,170 @@ const fallbackFigures = (rounds: number, warmup: number, log: (l: string) => voi
     return { rttUs, floorUs: (before + after) / 2 }
   })
 
+/** The prober's period of the frozen-peer figures: the RFC's default, set explicitly so the floor is what ran. */
+const PROBE_INTERVAL_MS = PeerHealth.defaults.probeIntervalMs
+
+/** `rpc/bootstrap_timeout_ms` (and `notify_timeout_ms`) of the frozen-peer figures: the one wait each round pays. */
+const BOOTSTRAP_TIMEOUT_MS = 300
+
+/** The engine of the frozen-peer figures (with `Series.all`): short control-plane timeouts, the prober's period. */
+const frozenJson = {
+  rpc: { bootstrap_timeout_ms: BOOTSTRAP_TIMEOUT_MS, notify_timeout_ms: BOOTSTRAP_TIMEOUT_MS },
+  peer_health: { probe_interval_ms: PROBE_INTERVAL_MS }
+}
+
+/** How long the peer is stopped before the thaw: the first call's timeout, the second call, and a margin. */
+const FREEZE_MS = BOOTSTRAP_TIMEOUT_MS + 50
+
+/** The bound on each call of a round (a call that takes longer fails the suite). */
+const CALL_BOUND = Duration.seconds(5)
+
+/** The bound on the wait for a send to get through after SIGCONT: two prober periods and a second. */
+const RECOVERY_BOUND_MS = 2 * PROBE_INTERVAL_MS + 1000
+
+/** A send every 5 ms after SIGCONT, at most this many. */
+const RECOVERY_ATTEMPTS = Math.ceil(RECOVERY_BOUND_MS / 5)
+
+/** A notification no sender takes: larger than a notify slot and than `rpc/max_notify_bytes` (the default). */
+const tooLarge: Notification = {
+  name: ping.name,
+  msg: new Uint8Array(RpcConfig.keys["rpc/max_notify_bytes"].default + 1)
+}
+
+/** The frozen-peer figures' engines log to the bench's log (stderr), warnings and worse: stdout carries the JSON. */
+const logsTo = (log: (l: string) => void) =>
+  Layer.merge(
+    Logger.replace(Logger.defaultLogger, Logger.map(Logger.logfmtLogger, log)),
+    Logger.minimumLogLevel(LogLevel.Warning)
+  )
+
+/** `self`'s outcome and how long it took; bounded by {@link CALL_BOUND}. */
+const timed = <A, E>(self: Effect.Effect<A, E>) =>
+  Effect.suspend(() => {
+    const t0 = performance.now()
+    return Effect.map(
+      Effect.either(
+        Effect.timeoutFail(self, { duration: CALL_BOUND, onTimeout: () => new Error("call not done within 5 s") })
+      ),
+      (outcome) => ({ outcome, ms: performance.now() - t0 })
+    )
+  })
+
+/** What a failed call's error looks like, for the checks and their messages. */
+const errorOf = (e: unknown) => {
+  const { _tag, reason, message } = e as { _tag?: string; reason?: string; message?: string }
+  return { tag: _tag ?? "", reason, text: `${_tag ?? "?"}${reason === undefined ? "" : `(${reason})`}: ${message}` }
+}
+
+/**
+ * One round of the frozen-peer figures on a fresh engine: the floor, the two calls to the stopped peer, then SIGCONT —
+ * at once when `phaseMs` is undefined, else `phaseMs` before one of the prober's rounds, followed by a send every
+ * 5 ms until one succeeds.
+ */
+const frozenRound = (peer: Child<{ segment: string }>, phaseMs: number | undefined) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const ctx = yield* Layer.build(engineLayer(frozenJson, undefined, Series.all))
+      // The prober runs its rounds every PROBE_INTERVAL_MS from the engine's start (a round with no marked peer
+      // ends as it starts), which is 10-20 ms before `built` here, up to ~100 ms under load: the thaw is aimed that
+      // closely, and the log says when the Probe actually went out.
+      const built = performance.now()
+      // Runs before the engine's own finalizers: the engine never closes against a stopped peer, and a failure
+      // between SIGSTOP and SIGCONT never leaves the peer stopped.
+      yield* Effect.addFinalizer(() => Effect.sync(() => peer.signal("SIGCONT")))
+      const engine = Context.get(ctx, TransferEngine.TransferEngine)
+      const health = Context.get(ctx, Diagnostics.Diagnostics).counters.peerHealth
+      if (health === undefined) return yield* Effect.fail(new Error("frozen peer: the engine has no PeerHealth record"))
+      const segment = peer.ready.segment
+      yield* engine.openSegment(segment)
+      // Floor: with the peer alive and unmarked, a send that fails at once for another reason, without I/O.
+      const floor = yield* timed(engine.sendNotification(segment, tooLarge))
+      if (floor.outcome._tag === "Right" || errorOf(floor.outcome.left).tag !== "NotificationTooLarge") {
+        return yield* Effect.fail(new Error("frozen peer: the too-large send did not fail as NotificationTooLarge"))
+      }
+      let thawAt = phaseMs === undefined ? 0 : built + PROBE_INTERVAL_MS - phaseMs
+      if (phaseMs !== undefined && thawAt - FREEZE_MS < performance.now() + 5) thawAt += PROBE_INTERVAL_MS
+      yield* Effect.sleep(Duration.millis(Math.max(0, thawAt - FREEZE_MS - performance.now())))
+      peer.signal("SIGSTOP")
+      const first = yield* timed(engine.sendNotification(segment, ping))
+      const second = yield* timed(engine.sendNotification(segment, ping))
+      if (first.outcome._tag === "Right" || errorOf(first.outcome.left).reason !== "Timeout") {
+        return yield* Effect.fail(new Error("frozen peer: the first call to the stopped peer did not time out"))
+      }
+      if (second.outcome._tag === "Right" || !errorOf(second.outcome.left).text.includes("PeerHealth")) {
+        const got = second.outcome._tag === "Right" ? "success" : errorOf(second.outcome.left).text
+        return yield* Effect.fail(new Error(`frozen peer: the second call was not refused by PeerHealth: ${got}`))
+      }
+      const calls = { firstMs: first.ms, secondMs: second.ms, floorMs: floor.ms }
+      if (phaseMs === undefined) {
+        peer.signal("SIGCONT")
+        return { ...calls, recovery: undefined }
+      }
+      yield* Effect.sleep(Duration.millis(Math.max(0, thawAt - performance.now())))
+      const { probes, probeSuccesses } = health
+      const t0 = performance.now()
+      peer.signal("SIGCONT")
+      // When the prober's Probe was first seen sent and answered (checked before each send: to 5 ms), and when a
+      // send got through.
+      let probedMs = -1
+      let clearedMs = -1
+      let recoveryMs = -1
+      for (let attempt = 0; attempt < RECOVERY_ATTEMPTS && recoveryMs < 0; attempt++) {
+        if (performance.now() - t0 > RECOVERY_BOUND_MS) break
+        if (probedMs < 0 && health.probes > probes) probedMs = performance.now() - t0
+        if (clearedMs < 0 && health.probeSuccesses > probeSuccesses) clearedMs = performance.now() - t0
+        const r = yield* timed(engine.sendNotification(segment, ping))
+        if (r.outcome._tag === "Right") recoveryMs = performance.now() - t0
+        else yield* Effect.sleep("5 millis")
+      }
+      if (recoveryMs < 0) {
+        return yield* Effect.fail(
+          new Error(`frozen peer: no send got through within ${RECOVERY_BOUND_MS} ms of SIGCONT`)
+        )
+      }
+      return { ...calls, recovery: { phaseMs, recoveryMs, probedMs, clearedMs, thawOffMs: t0 - thawAt } }
+    })
+  )
+
+/**
+ * `frozen_peer_second_call_ms` and `recovery_ms` against one peer: `quickRounds` rounds that SIGCONT at once (they
+ * add samples of the second call cheaply, and warm the code up), then `recoveryRounds` rounds whose thaws are spread
+ * evenly over the prober's period; the second call and its floor are sampled in every round.
+ */
+const frozenFigures = (quickRounds: number, recoveryRounds: number, log: (l: string) => void) =>
+  Effect.gen(function* () {
+    const peer = yield* spawnChild<{ segment: string }>(here("../test/fixtures/engine-peer.ts"), ["{}"])
+    yield* Effect.addFinalizer(() => Effect.sync(() => peer.signal("SIGCONT")))
+    const calls: Array<{ firstMs: number; secondMs: number; floorMs: number }> = []
+    const recoveries: Array<number> = []
+    const fmt = (ms: number) => ms.toFixed(3)
+    for (let k = 0; k < quickRounds + recoveryRounds; k++) {
+      const j = k - quickRounds
+      const r = yield* frozenRound(peer, j < 0 ? undefined : ((j + 0.5) / recoveryRounds) * PROBE_INTERVAL_MS)
+      calls.push(r)
+      const line = `frozen peer round ${k + 1}: first call ${r.firstMs.toFixed(1)} ms, second ${fmt(r.secondMs)} ms (floor ${fmt(r.floorMs)} ms)`
+      if (r.recovery === undefined) {
+        log(line)
+        continue
+      }
+      const { phaseMs, recoveryMs, probedMs, clearedMs, thawOffMs } = r.recovery
+      recoveries.push(recoveryMs)
+      log(
+        `${line}; SIGCONT aimed ${phaseMs.toFixed(0)} ms before a prober round (${thawOffMs.toFixed(1)} ms off); ` +
+          `after it the Probe seen sent by ${probedMs.toFixed(0)} ms, answered by ${clearedMs.toFixed(0)} ms, ` +
+          `a send through at ${recoveryMs.toFixed(1)} ms`
+      )
+    }
+    return {
+      secondMs: median(calls.map((c) => c.secondMs)),
+      floorMs: median(calls.map((c) => c.floorMs)),
+      firstMs: median(calls.map((c) => c.firstMs)),
+      recoveryMs: median(recoveries),
+      recoveryMin: Math.min(...recoveries),
+      recoveryMax: Math.max(...recoveries)
+    }
+  })
+
 /** Runs the suite. */
 export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchResult>> => {
   const rounds = options.quick ? 1000 : 5000
@@ -415,6 +593,17 @@ export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchRes
   )
   const engine = await Effect.runPromise(Effect.scoped(engineFigures(rounds, warmup, warmMb, writeMb, options.log)))
   const fallback = await Effect.runPromise(Effect.scoped(fallbackFigures(rounds, warmup, options.log)))
+  const frozenStart = performance.now()
+  const frozen = await Effect.runPromise(
+    Effect.scoped(frozenFigures(options.quick ? 4 : 8, options.quick ? 3 : 7, options.log)).pipe(
+      Effect.provide(logsTo(options.log))
+    )
+  )
+  options.log(
+    `frozen peer: second call ${frozen.secondMs.toFixed(3)} ms (floor ${frozen.floorMs.toFixed(3)} ms; the first ` +
+      `waited ${frozen.firstMs.toFixed(1)} ms); recovery ${frozen.recoveryMs.toFixed(1)} ms (${frozen.recoveryMin.toFixed(1)}–${frozen.recoveryMax.toFixed(1)}); ` +
+      `${((performance.now() - frozenStart) / 1000).toFixed(1)} s for both`
+  )
   return [
     {
       name: "notify_one_way_us",
@@ -447,6 +636,22 @@ export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchRes
       better: "lower",
       floor: fallback.floorUs,
       ratio: fallback.rttUs / fallback.floorUs
+    },
+    {
+      name: "frozen_peer_second_call_ms",
+      unit: "ms",
+      value: frozen.secondMs,
+      better: "lower",
+      floor: frozen.floorMs,
+      ratio: frozen.secondMs / frozen.floorMs
+    },
+    {
+      name: "recovery_ms",
+      unit: "ms",
+      value: frozen.recoveryMs,
+      better: "lower",
+      floor: PROBE_INTERVAL_MS,
+      ratio: frozen.recoveryMs / PROBE_INTERVAL_MS
     }
   ]
 }
