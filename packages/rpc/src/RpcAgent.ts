@@ -134,7 +134,9 @@ export const make: Effect.Effect<RpcAgentShape, never, RpcConfig | Scope.Scope> 
       const n = payload as Notification
       const size = (n?.name?.length ?? 0) + (n?.msg?.length ?? 0)
       if (size > settings.maxNotifyBytes) {
-        return Effect.fail(new NotificationTooLarge({ size, max: settings.maxNotifyBytes }) as CallError<T>)
+        return Effect.fail(
+          refusedHere(new NotificationTooLarge({ size, max: settings.maxNotifyBytes })) as CallError<T>
+        )
       }
     }
     return send(address, specByTag[rpc], payload, timeoutMs) as Effect.Effect<SuccessOf<T>, CallError<T>>
@@ -151,10 +153,12 @@ export const make: Effect.Effect<RpcAgentShape, never, RpcConfig | Scope.Scope> 
     const { addr } = payload as { readonly addr: number }
     if (!Number.isSafeInteger(addr) || addr < 0 || !Number.isSafeInteger(size) || size < 0) {
       return Effect.fail(
-        new SegmentRangeInvalid({ addr, length: size, message: "address and length must be non-negative integers" })
+        refusedHere(
+          new SegmentRangeInvalid({ addr, length: size, message: "address and length must be non-negative integers" })
+        )
       )
     }
-    if (size > maxDataBytes) return Effect.fail(new DataTooLarge({ size, max: maxDataBytes }))
+    if (size > maxDataBytes) return Effect.fail(refusedHere(new DataTooLarge({ size, max: maxDataBytes })))
     const timeoutMs = options?.timeout === undefined ? settings.requestTimeoutMs : Duration.toMillis(options.timeout)
     return send(address, spec, payload, timeoutMs) as Effect.Effect<A, DataCallError>
   }
@@ -178,6 +182,13 @@ export const make: Effect.Effect<RpcAgentShape, never, RpcConfig | Scope.Scope> 
 /** The agent as a Layer (settings from {@link RpcConfig}). */
 export const layer: Layer.Layer<RpcAgent, never, RpcConfig> = Layer.scoped(RpcAgent, make)
 
+/** Errors the agent made itself, before anything was sent: no answer from the peer, so nothing a guard should record. */
+const localRefusals = new WeakSet<object>()
+const refusedHere = <E extends object>(e: E): E => {
+  localRefusals.add(e)
+  return e
+}
+
 /**
  * One hook around every control-plane call of an agent ({@link decorate}). RFC PR 4's `PeerHealth` decorates the
  * agent through this: `admit` can refuse a call to a peer it considers down, `record` learns how each call ended.
@@ -186,9 +197,10 @@ export interface CallGuard {
   /** Runs before the call; a failure fails the call without anything being sent (and without a `record`). */
   readonly admit: (address: string) => Effect.Effect<void, TransportFailure>
   /**
-   * Runs after every admitted call that ended: with its {@link TransportFailure}, or `undefined` when the call got an
-   * answer (a success or a typed reply error, including one the agent gave without sending, like
-   * `NotificationTooLarge`). Not run when the caller interrupted the call or it died.
+   * Runs after every admitted call that ended: with its {@link TransportFailure}, or `undefined` when the peer
+   * answered (a success or a typed reply error). Not run when the caller interrupted the call or it died, nor when the
+   * agent refused the call itself before sending (`NotificationTooLarge`, `DataTooLarge` or an invalid range of its
+   * own limits): the peer said nothing, so nothing is learnt of it.
    */
   readonly record: (address: string, failure: TransportFailure | undefined) => Effect.Effect<void>
 }
@@ -203,6 +215,9 @@ export const decorate = (agent: RpcAgentShape, guard: CallGuard): RpcAgentShape 
     if (Exit.isSuccess(exit)) return guard.record(address, undefined)
     const failure = Cause.failureOption(exit.cause)
     if (failure._tag === "None") return Effect.void
+    if (typeof failure.value === "object" && failure.value !== null && localRefusals.has(failure.value)) {
+      return Effect.void
+    }
     return guard.record(address, failure.value instanceof TransportFailure ? failure.value : undefined)
   }
   const guarded = <A, E>(address: string, self: Effect.Effect<A, E>): Effect.Effect<A, E | TransportFailure> =>

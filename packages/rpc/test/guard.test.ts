@@ -76,6 +76,17 @@ describe("RpcAgent.decorate", () => {
           { address: at, failure: undefined }
         ])
 
+        // refused by the agent itself, before sending (its own limits): the peer said nothing, nothing is recorded
+        recorded.length = 0
+        admitted.length = 0
+        const strict = RpcAgent.decorate(yield* makeAgent({ max_notify_bytes: 16, max_data_bytes: 16 }), guard)
+        const localNotify = yield* Effect.flip(strict.notify(at, makeNotification("n", new Uint8Array(100))))
+        expect(localNotify._tag).toBe("NotificationTooLarge")
+        const localData = yield* Effect.flip(strict.sendData(at, 0, new Uint8Array(100)))
+        expect(localData._tag).toBe("DataTooLarge")
+        expect(admitted).toEqual([at, at])
+        expect(recorded).toEqual([])
+
         recorded.length = 0
         const nowhere = "127.0.0.1:1"
         const refused = yield* Effect.flip(agent.probe(nowhere))
