@@ -20,6 +20,7 @@ interface Row {
   readonly failed: number
   readonly notAttempted: number
   readonly inFlightAtFault: number
+  readonly closedInFlight: number
   readonly received: number
   readonly end: boolean
   readonly unknownQp: number
@@ -62,6 +63,9 @@ describe("tent probe (both arms, two processes)", () => {
     expect(row(2, "legacy")).toMatchObject({ end: false })
     expect(row(2, "series")).toMatchObject({ notAttempted: 0, failed: 0, end: true })
     expect(T - row(2, "series").received).toBeLessThanOrEqual(WINDOW)
+    // and the sender says how many of its "ok" sends the failed channel took with it
+    expect(row(2, "series").closedInFlight).toBeGreaterThan(0)
+    expect(row(2, "series").closedInFlight).toBeLessThanOrEqual(WINDOW)
 
     // 3: retirement from another fiber with completions unpolled. Legacy: dropped as "unknown QP". Series (PR 1): none.
     expect(row(3, "legacy").unknownQp).toBeGreaterThan(0)

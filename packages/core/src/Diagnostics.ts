@@ -38,6 +38,7 @@ export interface Counters {
         readonly notifyErrors: number
         readonly sent: number
         readonly deferredPasses: number
+        readonly closedInFlight: number
       }
     | undefined
   readonly tcp?:

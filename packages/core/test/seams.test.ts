@@ -235,6 +235,7 @@ describe("QpRetirement.onNotifyError and the Resend trigger (RFC PRs 1 and 7's s
         expect(yield* until(() => A.counters.notifyErrors + A.counters.flushed === flushes)).toBe(true)
         expect([A.counters.notifyErrors, A.counters.flushed]).toEqual([1, flushes - 1])
         expect([ep.pending, ep.connected, ep.status]).toEqual([0, false, "READY"])
+        expect(A.counters.closedInFlight).toBe(5) // the five sends the disabled channel had in flight
         const channel = yield* Queue.take(A.retiring)
         expect(channel.cause).toBe("disable")
         expect(channel.pending.map((p) => text(p.notification))).toEqual(["n0", "n1", "n2", "n3", "n4"])

@@ -104,7 +104,7 @@ export const command = Command.make(
     ),
     json: Options.boolean("json").pipe(
       Options.withDescription(
-        'print {"rows":[{"scenario":1..6|"recovery","arm","sent","ok","failed","notAttempted","inFlightAtFault","received","duplicates","seconds":[...]}]} on stdout'
+        'print {"rows":[{"scenario":1..6|"recovery","arm","sent","ok","failed","notAttempted","inFlightAtFault","closedInFlight","received","end","unknownQp","duplicates","seconds":[...]}]} on stdout'
       )
     ),
     only: Options.text("only").pipe(

@@ -39,6 +39,8 @@ export interface Row {
   readonly notAttempted: number
   /** Sends posted on the sender's notify QP and not completed when the fault hit (-1: no fault, or not measured). */
   readonly inFlightAtFault: number
+  /** Sends the sender had in flight on notify channels it retired or disabled: lost unless resent (RFC PR 7). */
+  readonly closedInFlight: number
   readonly received: number
   /** Whether the END marker arrived (stream scenarios; true elsewhere). */
   readonly end: boolean
@@ -120,6 +122,7 @@ interface Progress {
   readonly attempted: number
   readonly standalone: number
   readonly held: boolean
+  readonly closedInFlight: number
   readonly failed: number
   readonly lastError: string
   readonly done: boolean
@@ -250,6 +253,9 @@ const streamRow = (
           : undefined,
         p.failed > 0 ? `${p.failed} calls failed (${p.lastError})` : undefined,
         inFlightAtFault >= 0 ? `${inFlightAtFault} notify sends in flight at the sender after the fault` : undefined,
+        p.closedInFlight > 0
+          ? `${p.closedInFlight} sends reported ok were in flight on notify channels the sender closed (lost unless resent)`
+          : undefined,
         c.unknownQp > 0 ? `${c.unknownQp} dropped as unknown QP at the receiver` : undefined,
         `${c.deferredPasses} receiver poller passes left completions for the next turn`,
         faultNote === "" ? undefined : faultNote
@@ -263,6 +269,7 @@ const streamRow = (
         failed: p.failed,
         notAttempted: total - p.attempted,
         inFlightAtFault,
+        closedInFlight: p.closedInFlight,
         received: c.received,
         end: c.end,
         unknownQp: c.unknownQp,
@@ -297,6 +304,7 @@ const frozenSends = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, C
         failed: reply.calls.filter((x) => x.error !== null).length,
         notAttempted: 0,
         inFlightAtFault: -1,
+        closedInFlight: 0,
         received: c.received,
         end: true,
         unknownQp: c.unknownQp,
@@ -332,6 +340,7 @@ const frozenTransfer = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row
         failed: reply.status === "COMPLETED" ? 0 : 1,
         notAttempted: 0,
         inFlightAtFault: -1,
+        closedInFlight: 0,
         received: c.received,
         end: true,
         unknownQp: c.unknownQp,
@@ -359,7 +368,11 @@ const recovery = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, Chil
         at = (yield* r.request<{ at: number | null }>({ cmd: "recoveryAfter", t: t0 })).at
         if (at === null) yield* Effect.sleep(20)
       }
-      const { sent, failed } = yield* i.request<{ sent: number; failed: number }>({ cmd: "stopLoop" })
+      const { sent, failed, closedInFlight } = yield* i.request<{
+        sent: number
+        failed: number
+        closedInFlight: number
+      }>({ cmd: "stopLoop" })
       yield* Effect.sleep(500)
       const c = yield* r.request<Counts>({ cmd: "counts" })
       return {
@@ -370,6 +383,7 @@ const recovery = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, Chil
         failed,
         notAttempted: 0,
         inFlightAtFault: -1,
+        closedInFlight,
         received: c.received,
         end: true,
         unknownQp: c.unknownQp,
@@ -378,7 +392,7 @@ const recovery = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, Chil
         note:
           at === null
             ? `nothing got through within ${s(deadline - t0)} s of SIGCONT`
-            : `after a ${s(plan.holdMs)} s freeze; the initiator sent every 20 ms throughout`
+            : `after a ${s(plan.holdMs)} s freeze; the initiator sent every 20 ms throughout${closedInFlight > 0 ? `; ${closedInFlight} sends reported ok were in flight on notify channels the sender closed` : ""}`
       } satisfies Row
     })
   )

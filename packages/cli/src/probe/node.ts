@@ -236,6 +236,7 @@ const program = Effect.gen(function* () {
             attempted: progress.attempted,
             standalone: progress.standalone,
             held: progress.held,
+            closedInFlight: rdma.closedInFlight,
             failed: progress.failed,
             lastError: progress.lastError,
             done: progress.done,
@@ -309,7 +310,7 @@ const program = Effect.gen(function* () {
         }
         case "stopLoop":
           if (loop !== undefined) yield* Fiber.interrupt(loop)
-          return { sent: loopSent, failed: loopFailed }
+          return { sent: loopSent, failed: loopFailed, closedInFlight: rdma.closedInFlight }
         default:
           return { error: `unknown request ${String(req.cmd)}` }
       }

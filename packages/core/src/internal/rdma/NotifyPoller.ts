@@ -37,6 +37,11 @@ export interface NotifyCounters {
   sent: number
   /** Passes that found a CQ with more than 16 completions and left the rest for the next turn. */
   deferredPasses: number
+  /**
+   * Sends posted and not completed when their channel was retired or disabled: lost unless the `Resend` seam sends
+   * them again (at most: a send the peer acknowledged whose completion was still unpolled is counted too).
+   */
+  closedInFlight: number
 }
 
 /** A fresh set of counters. */
@@ -48,7 +53,8 @@ export const makeCounters = (): NotifyCounters => ({
   flushed: 0,
   notifyErrors: 0,
   sent: 0,
-  deferredPasses: 0
+  deferredPasses: 0,
+  closedInFlight: 0
 })
 
 /** The running poller. */

@@ -72,6 +72,8 @@ export interface EndpointHost {
   readonly cancelSlices: (ep: RdmaEndpoint) => void
   /** Hands a channel that went away with sends pending to the engine's resend queue. */
   readonly retiring: (channel: RetiringChannel) => void
+  /** Counts the sends a channel had in flight when it was retired or disabled (`closedInFlight`). */
+  readonly closedInFlight: (sends: number) => void
   /** The scope endpoints' resources are opened in (a child scope per endpoint). */
   readonly scope: Scope.Scope
   /** The clock retirement is timed on (the transport's Effect `Clock`, so `TestClock` can move it). */
@@ -306,8 +308,9 @@ export class RdmaEndpoint {
   // Retirement
   // -------------------------------------------------------------------------------------------------------------------
 
-  /** Hands what the notify channel had pending to the engine's resend queue. */
-  private handOver(cause: RetiringChannel["cause"]): void {
+  /** Hands what the notify channel had pending to the engine's resend queue; counts the sends it had in flight. */
+  private handOver(cause: RetiringChannel["cause"], inFlight: number): void {
+    if (inFlight > 0) this.host.closedInFlight(inFlight)
     const pending = this.notify.close()
     if (pending.length > 0) {
       this.host.retiring({
@@ -327,8 +330,9 @@ export class RdmaEndpoint {
    * nothing left). The endpoint stays READY for data.
    */
   disableNotify(): void {
+    const inFlight = this.notify.pending
     this.notify.pending = 0
-    this.handOver("disable")
+    this.handOver("disable", inFlight)
   }
 
   /**
@@ -346,7 +350,7 @@ export class RdmaEndpoint {
     if (notifyQp !== undefined && this.host.retirement.unpublishAtRetire) {
       this.host.unpublishNotifyQp(notifyQp.qpNum, this)
     }
-    this.handOver("retire")
+    this.handOver("retire", this.notify.pending)
     if (previous === "READY") {
       for (const qp of this.dataQps) toErr(qp)
       if (notifyQp !== undefined) toErr(notifyQp)

@@ -128,6 +128,9 @@ export const make = Effect.gen(function* () {
     },
     cancelSlices: (ep) => cancel(ep),
     retiring: (channel) => void Queue.unsafeOffer(retiring, channel),
+    closedInFlight: (sends) => {
+      counters.closedInFlight += sends
+    },
     scope: endpointScope,
     clock: yield* Effect.clock
   }
