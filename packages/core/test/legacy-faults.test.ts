@@ -1,6 +1,8 @@
 /**
- * TENT `main`'s notification faults, reproduced between two real processes under `Series.legacy`. Each test names
- * the RFC PR whose Layer will flip it; each must fail once that Layer replaces the legacy one.
+ * TENT `main`'s notification faults, reproduced between two real processes under `Series.legacy`, each test naming
+ * the RFC PR whose Layer flips it; beside each built PR, the same steps under that PR's Layer (`Series.QpRetirement`,
+ * `Series.RpcFallback`, `Series.PeerHealth`, `Series.DescriptorPolicy`), for which the legacy test is the negative
+ * control. PR 7's (the receiver's notify QP forced to ERR loses the sends in flight) still waits for its Layer.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { RailHealth } from "@tent/health"
@@ -45,7 +47,7 @@ const waitUntil = (check: Effect.Effect<boolean>, ms: number) =>
     return yield* check
   })
 
-describe("legacy faults (Series.legacy), two processes", () => {
+describe("TENT main's faults and the RFC PR that fixes each, two processes", () => {
   /**
    * The peer sends 100 notifications that complete on the wire while this engine's notify poller is held; then this
    * fiber retires the endpoint (as TENT's RPC handler, data worker or eviction would) and the poller resumes.
