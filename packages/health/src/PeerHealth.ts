@@ -24,6 +24,7 @@
 import { type RpcAgent, TransportFailure } from "@tent/rpc"
 import { Cause, Config, Context, Duration, Effect, Exit, Layer, Option } from "effect"
 import type { ConfigError } from "effect/ConfigError"
+import { type KeySpec, positive, read as readKey } from "./internal/keys.js"
 
 /** The counters of one record; plain numbers, read them at any time or through {@link PeerHealthShape.snapshot}. */
 export interface PeerHealthMetrics {
@@ -96,20 +97,8 @@ export interface PeerHealthOptions {
   readonly maxAgeMs: number
 }
 
-/**
- * One configuration key, in the shape `EngineConfig.KeySpec` of `@tent/core` merges (structurally): its JSON type,
- * default, description and, for an integer, the values it accepts. `bool` is there for `peer_health/enable`, which
- * `@tent/core` declares for now.
- */
-export interface KeySpec {
-  readonly kind: "int" | "bool"
-  readonly default: number | boolean
-  readonly description: string
-  /** For `int`: accepted values, as a predicate and the message that names them. */
-  readonly valid?: { readonly check: (n: number) => boolean; readonly message: string }
-}
-
-const positive = { check: (n: number) => n >= 1, message: "must be a positive integer" }
+/** One configuration key of {@link keys} (the shape `EngineConfig.KeySpec` of `@tent/core` merges). */
+export type { KeySpec } from "./internal/keys.js"
 
 /** The keys this module reads, with the RFC's defaults ("Configuration added", PR 4). */
 export const keys = {
@@ -148,22 +137,8 @@ export const defaults: PeerHealthOptions = {
   maxAgeMs: keys["peer_health/max_age_ms"].default
 }
 
-/** The integer keys of {@link keys}. */
-type IntKey = {
-  [K in keyof typeof keys]: (typeof keys)[K] extends { readonly kind: "int" } ? K : never
-}[keyof typeof keys]
-
-/** The `Config` of a key of {@link keys}: its path split on `/` into nested names, its validation and default. */
-const read = (path: IntKey): Config.Config<number> => {
-  const spec = keys[path]
-  const [name, ...outer] = path.split("/").reverse()
-  const value = Config.integer(name).pipe(
-    Config.validate({ message: spec.valid.message, validation: spec.valid.check }),
-    Config.withDefault(spec.default),
-    Config.withDescription(spec.description)
-  )
-  return outer.reduce((c, segment) => Config.nested(c, segment), value)
-}
+/** The `Config` of a key of {@link keys}. */
+const read = (path: keyof typeof keys): Config.Config<number> => readKey(path, keys[path])
 
 /**
  * The settings from the current `ConfigProvider`, under `peer_health` (`{"peer_health": {"cooldown_ms": 2000}}`, or

@@ -19,6 +19,7 @@
  */
 import { Config, Context, Effect, Layer } from "effect"
 import type { ConfigError } from "effect/ConfigError"
+import { type KeySpec, positive, read as readKey } from "./internal/keys.js"
 
 /** A rail: the local and the remote device name. */
 export interface RailKey {
@@ -84,19 +85,8 @@ export interface RailHealthOptions {
   readonly maxCooldownSecs: number
 }
 
-/**
- * One configuration key, in the shape every package of the engine declares its keys in (`EngineConfig.KeySpec` of
- * `@tent/core` merges them): its JSON type, default, description and the values it accepts.
- */
-export interface KeySpec {
-  readonly kind: "int"
-  readonly default: number
-  readonly description: string
-  /** Accepted values, as a predicate and the message that names them. */
-  readonly valid: { readonly check: (n: number) => boolean; readonly message: string }
-}
-
-const positive = { check: (n: number) => n >= 1, message: "must be a positive integer" }
+/** One configuration key of {@link keys} (the shape `EngineConfig.KeySpec` of `@tent/core` merges). */
+export type { KeySpec } from "./internal/keys.js"
 
 /**
  * The keys this module reads, with TENT's defaults from `rail_monitor.h` (`error_threshold_ = 3`,
@@ -131,17 +121,8 @@ export const defaults: RailHealthOptions = {
   maxCooldownSecs: 300
 }
 
-/** The `Config` of a key of {@link keys}: its path split on `/` into nested names, its validation and default. */
-const read = (path: keyof typeof keys): Config.Config<number> => {
-  const spec: KeySpec = keys[path]
-  const [name, ...outer] = path.split("/").reverse()
-  const value = Config.integer(name).pipe(
-    Config.validate({ message: spec.valid.message, validation: spec.valid.check }),
-    Config.withDefault(spec.default),
-    Config.withDescription(spec.description)
-  )
-  return outer.reduce((c, segment) => Config.nested(c, segment), value)
-}
+/** The `Config` of a key of {@link keys}. */
+const read = (path: keyof typeof keys): Config.Config<number> => readKey(path, keys[path])
 
 /**
  * The settings from the current `ConfigProvider`, under `transports/rdma` as in TENT's config
