@@ -112,9 +112,7 @@ export const start = (options: {
         else ep.notify.onRecvDone()
       }
       const notReady =
-        ep === undefined ||
-        ep.status !== "READY" ||
-        (retirement.onNotifyError === "disable" && !ep.notify.connected && ep.notify.qp !== undefined)
+        ep === undefined || ep.status !== "READY" || (retirement.onNotifyError === "disable" && !ep.notify.connected)
       if (w.status === WcStatus.WR_FLUSH_ERR && notReady) counters.flushed++
       else {
         counters.notifyErrors++
