@@ -48,6 +48,7 @@ import {
   WrOpcode
 } from "@tent/verbs"
 import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
+import { frameSplitter } from "@tent/verbs/bench/frames"
 import { Context, Duration, Effect, Layer, Logger, LogLevel, type Scope, Stream } from "effect"
 import { Diagnostics, Series, TransferEngine } from "../src/index.js"
 import { type Child, spawnChild } from "../test/fixtures/child.js"
@@ -327,29 +328,24 @@ const tcpFloor = (
     )
     const rtts = yield* Effect.async<Array<number>, Error>((resume) => {
       const out: Array<number> = []
-      let pending = Buffer.alloc(0) as Buffer
       let t0 = 0
+      let done = false
       const stop = () => {
+        done = true
         socket.off("data", onData)
         socket.off("error", onError)
       }
-      const onData = (chunk: Buffer) => {
-        pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
-        let off = 0
-        while (pending.length - off >= 4) {
-          const len = pending.readUInt32LE(off)
-          if (pending.length - off - 4 < len) break
-          off += 4 + len
-          out.push(performance.now() - t0)
-          if (out.length >= warmup + rounds) {
-            stop()
-            return resume(Effect.succeed(out))
-          }
-          t0 = performance.now()
-          socket.write(frame)
+      const onData = frameSplitter(() => {
+        if (done) return
+        out.push(performance.now() - t0)
+        if (out.length >= warmup + rounds) {
+          stop()
+          resume(Effect.succeed(out))
+          return
         }
-        pending = pending.subarray(off)
-      }
+        t0 = performance.now()
+        socket.write(frame)
+      })
       const onError = (e: Error) => {
         stop()
         resume(Effect.fail(e))

@@ -21,6 +21,7 @@
 import * as Net from "node:net"
 import { fileURLToPath } from "node:url"
 import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
+import { frameSplitter } from "@tent/verbs/bench/frames"
 import { Effect, type Scope } from "effect"
 import { makeNotification, RpcAgent, RpcConfig, Stock } from "../src/index.js"
 import { spawnChild } from "../test/fixtures/process.js"
@@ -46,18 +47,10 @@ const floorClient = (port: number) =>
         resume(Effect.succeed({ socket, onFrame: (f) => (handler = f) }))
       )
       let handler: () => void = () => {}
-      let pending = Buffer.alloc(0) as Buffer
-      socket.on("data", (chunk: Buffer) => {
-        pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
-        let off = 0
-        while (pending.length - off >= 4) {
-          const len = pending.readUInt32LE(off)
-          if (pending.length - off - 4 < len) break
-          off += 4 + len
-          handler()
-        }
-        pending = pending.subarray(off)
-      })
+      socket.on(
+        "data",
+        frameSplitter(() => handler())
+      )
     }),
     ({ socket }) => Effect.sync(() => socket.destroy())
   )

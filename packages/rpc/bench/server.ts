@@ -3,7 +3,8 @@
  * the lean control-plane server and the stock @effect/rpc one, all with a `Notify` handler that does nothing.
  * Prints `{"floor":port,"lean":port,"stock":port}` once all listen.
  */
-import * as Net from "node:net"
+import type * as Net from "node:net"
+import { echoServer } from "@tent/verbs/bench/frames"
 import { Context, Effect, Layer } from "effect"
 import { ControlPlane, InvalidEntry, Server, Stock } from "../src/index.js"
 
@@ -18,22 +19,7 @@ const handlers = ControlPlane.toLayer({
 })
 
 /** Echoes every `[u32 len][bytes]` frame back as it came. */
-const floorServer = Net.createServer((socket) => {
-  socket.setNoDelay(true)
-  let pending = Buffer.alloc(0) as Buffer
-  socket.on("data", (chunk: Buffer) => {
-    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
-    let off = 0
-    while (pending.length - off >= 4) {
-      const len = pending.readUInt32LE(off)
-      if (pending.length - off - 4 < len) break
-      off += 4 + len
-    }
-    if (off > 0) socket.write(pending.subarray(0, off))
-    pending = pending.subarray(off)
-  })
-  socket.on("error", () => {})
-})
+const floorServer = echoServer()
 
 const main = Effect.gen(function* () {
   const floor = yield* Effect.async<number>((resume) => {
