@@ -187,14 +187,18 @@ export const make = (
     }
 
     /** TENT: `retry_count++`; at `max_retry_count` the slice fails, else it is submitted again. */
-    const retryOrFail = (slice: Slice, why: string): void => {
+    /** Retries the slice, or fails it past `max_retry_count`; true when it gave up. */
+    const retryOrFail = (slice: Slice, why: string): boolean => {
       slice.retries++
       if (slice.retries >= settings.workers.maxRetryCount) {
         failSlice(
           slice,
           new RdmaTransferFailed({ message: `${why}; gave up after ${slice.retries} attempts (max_retry_count)` })
         )
-      } else post(slice)
+        return true
+      }
+      post(slice)
+      return false
     }
 
     /** Posts what waits for a lane of `ep`; if `ep` is no longer READY its waiting slices look for another path. */
@@ -283,16 +287,13 @@ export const make = (
         if (got._tag === "Left") {
           // Giving up (TENT: `disableEndpoint` at max_retry_count) charges the pair in RailHealth — a bootstrap that
           // got no answer only if the PeerHealth seam says so (RFC PR 4: not); a refused one always.
-          const unanswered = got.left._tag === "TransportFailure"
-          if (
-            slice.retries + 1 >= settings.workers.maxRetryCount &&
-            (!unanswered || health.chargeUnansweredBootstrap)
-          ) {
+          const gaveUp = retryOrFail(slice, `no endpoint: ${got.left.message}`)
+          if (gaveUp && (got.left._tag !== "TransportFailure" || health.chargeUnansweredBootstrap)) {
             yield* rails.recordError((devices[l] as RdmaDevice).name, slice.peer.railKeys[r] as string)
           }
-          return retryOrFail(slice, `no endpoint: ${got.left.message}`)
+          return
         }
-        if (got.right.status !== "READY") return retryOrFail(slice, "endpoint not ready")
+        if (got.right.status !== "READY") return void retryOrFail(slice, "endpoint not ready")
         postOn(slice, l, r, got.right)
       })
     for (let i = 0; i < settings.workers.numWorkers; i++)
