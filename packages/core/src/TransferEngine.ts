@@ -14,7 +14,7 @@
  */
 import { RailHealth } from "@tent/health"
 import type { InvalidEntry, Notification, ServerError, TransportFailure } from "@tent/rpc"
-import { DescriptorCache, NeedsRefreshCache, Registry, RpcAgent, RpcConfig, Server } from "@tent/rpc"
+import { DescriptorCache, Registry, RpcAgent, RpcConfig, Server } from "@tent/rpc"
 import { AccessFlags, type MemoryRegion, type RdmaError, SoftVerbs, type Verbs } from "@tent/verbs"
 import { Channel, Chunk, Context, Effect, Layer, Queue, Scope, Stream } from "effect"
 import type { ConfigError } from "effect/ConfigError"
@@ -222,15 +222,7 @@ export const make = Effect.gen(function* () {
     freeBatch: transfers.freeBatch,
     sendNotification,
     probePeerAlive: (segment) =>
-      Effect.flatMap(segmentOf(segment), (name) =>
-        cache.withSegment(
-          name,
-          (desc): Effect.Effect<void, NeedsRefreshCache | TransportFailure> =>
-            desc.rpc_server_addr === ""
-              ? Effect.fail(new NeedsRefreshCache({ segment: name, message: "segment has no RPC address" }))
-              : agent.probe(desc.rpc_server_addr)
-        )
-      ) as Effect.Effect<void, TransportFailure | InvalidEntry | SegmentNotFound>,
+      Effect.flatMap(segmentOf(segment), (name) => TcpTransport.atPeer(cache, name, (address) => agent.probe(address))),
     receiveNotifications: Effect.sync(drain),
     notifications
   } satisfies TransferEngineShape

@@ -59,20 +59,30 @@ export class TcpTransport extends Context.Tag("@tent/core/internal/TcpTransport"
 export const tcpRetryDelay = (attempt: number, baseMs: number, maxMs: number): number =>
   Math.min(maxMs, baseMs * 2 ** Math.max(0, attempt - 1))
 
+/**
+ * Runs `call` against the RPC address in the cached descriptor of `segment` (a descriptor without one is stale);
+ * what a failed call does to the descriptor is the `DescriptorPolicy` seam's (legacy: refetch and call again).
+ */
+export const atPeer = <A, E>(
+  cache: DescriptorCache.DescriptorCacheShape,
+  segment: string,
+  call: (address: string) => Effect.Effect<A, E>
+): Effect.Effect<A, Exclude<E, NeedsRefreshCache> | InvalidEntry | TransportFailure> =>
+  cache.withSegment(
+    segment,
+    (desc): Effect.Effect<A, E | NeedsRefreshCache> =>
+      desc.rpc_server_addr === ""
+        ? Effect.fail(new NeedsRefreshCache({ segment, message: "segment has no RPC address" }))
+        : call(desc.rpc_server_addr)
+  ) as Effect.Effect<A, Exclude<E, NeedsRefreshCache> | InvalidEntry | TransportFailure>
+
 /** `Notify` against the cached descriptor of `segment` (the legacy `DescriptorPolicy` refetches on failure). */
 export const notifyVia = (
   agent: Context.Tag.Service<EngineAgent>,
   cache: DescriptorCache.DescriptorCacheShape,
   segment: string,
   n: Notification
-): Effect.Effect<void, TcpNotifyError> =>
-  cache.withSegment(
-    segment,
-    (desc): Effect.Effect<void, NeedsRefreshCache | TcpNotifyError> =>
-      desc.rpc_server_addr === ""
-        ? Effect.fail(new NeedsRefreshCache({ segment, message: "segment has no RPC address" }))
-        : agent.notify(desc.rpc_server_addr, n)
-  ) as Effect.Effect<void, TcpNotifyError>
+): Effect.Effect<void, TcpNotifyError> => atPeer(cache, segment, (address) => agent.notify(address, n))
 
 /** One slice of a request carried by TCP. */
 interface TcpSlice {
