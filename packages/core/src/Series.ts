@@ -73,19 +73,26 @@ export const legacy: Layer.Layer<Policies> = Layer.mergeAll(
   Resend.layerLegacy
 )
 
+/** The built PRs, with PR 3 or PR 4 swapped for its legacy twin where its key says so. */
+const compose = (o: {
+  readonly rpcFallback: boolean
+  readonly peerHealth: boolean
+}): Layer.Layer<Policies, ConfigError> =>
+  Layer.mergeAll(
+    QpRetirement,
+    ParamsFromEndpoint,
+    o.rpcFallback ? RpcFallback : NotificationRouting.layerLegacy,
+    o.peerHealth ? PeerHealth : PeerHealthSeam.layerLegacy,
+    DescriptorPolicy,
+    Dedup.layerLegacy,
+    Resend.layerLegacy
+  )
+
 /**
  * The series as far as it is built: PRs 1-5's Layers, the legacy twins of PRs 6 and 7 until they land. PR 4 reads
  * `peer_health/*` from the ambient config (defaults when absent).
  */
-export const all: Layer.Layer<Policies, ConfigError> = Layer.mergeAll(
-  QpRetirement,
-  ParamsFromEndpoint,
-  RpcFallback,
-  PeerHealth,
-  DescriptorPolicy,
-  Dedup.layerLegacy,
-  Resend.layerLegacy
-)
+export const all: Layer.Layer<Policies, ConfigError> = compose({ rpcFallback: true, peerHealth: true })
 
 /**
  * The series selected by the RFC's keys from the ambient `ConfigProvider` (provide `EngineConfig.layerProvider`
@@ -95,15 +102,5 @@ export const all: Layer.Layer<Policies, ConfigError> = Layer.mergeAll(
  * built. A wrong value fails at start naming the key.
  */
 export const fromConfig: Layer.Layer<Policies, ConfigError> = Layer.unwrapEffect(
-  Effect.map(EngineConfig.seriesConfig, (s) =>
-    Layer.mergeAll(
-      QpRetirement,
-      ParamsFromEndpoint,
-      s.rpcFallback ? RpcFallback : NotificationRouting.layerLegacy,
-      s.peerHealth ? PeerHealth : PeerHealthSeam.layerLegacy,
-      DescriptorPolicy,
-      Dedup.layerLegacy,
-      Resend.layerLegacy
-    )
-  )
+  Effect.map(EngineConfig.seriesConfig, compose)
 )

@@ -10,7 +10,6 @@ import { makeNotification } from "@tent/rpc"
 import { Effect } from "effect"
 import { QpRetirement } from "../src/index.js"
 import { NOTIFY_SLOTS } from "../src/internal/NotifyChannel.js"
-import { NOTIFY_POLL_BATCH } from "../src/internal/rdma/NotifyPoller.js"
 import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
 import { twoTransports } from "./fixtures/endpoints.js"
 
@@ -83,8 +82,4 @@ describe("retirement between two passes of the notify poller (RFC PR 1, a real i
         expect(r.received + r.flushed).toBe(NOTIFY_SLOTS + r.atRetire)
       })
   )
-
-  it("the poller's pass is TENT's: 16 completions a CQ", () => {
-    expect(NOTIFY_POLL_BATCH).toBe(16)
-  })
 })
