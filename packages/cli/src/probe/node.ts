@@ -110,18 +110,14 @@ const program = Effect.gen(function* () {
             for (const e of eps) yield* control.forceQpError(e.localNic, e.notifyQpNum)
             return { endpoints: eps.length }
           }
-          // Retirement from a fiber other than the notify poller; with `holdMs` > 0 the poller is held that long first,
-          // so completions wait unpolled; with 0 the retirement lands wherever the event loop puts it.
-          const hold = req.holdMs as number
-          if (hold > 0) {
-            yield* diagnostics.pauseNotifyPoller(true)
-            yield* Effect.sleep(hold)
-          }
+          // Retirement from a fiber other than the notify poller, with completions left unpolled meanwhile.
+          yield* diagnostics.pauseNotifyPoller(true)
+          yield* Effect.sleep(req.holdMs as number)
           const before = rdma.unknownQp
           let retired = 0
           for (const e of yield* diagnostics.endpoints)
             if (yield* diagnostics.retire(e.localNic, e.peerNicPath)) retired++
-          if (hold > 0) yield* diagnostics.pauseNotifyPoller(false)
+          yield* diagnostics.pauseNotifyPoller(false)
           yield* Effect.sleep(200)
           return { retired, unknownQp: rdma.unknownQp - before }
         }
