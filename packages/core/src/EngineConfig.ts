@@ -16,9 +16,9 @@
  * @since 0.1.0
  */
 import { PeerHealth, RailHealth } from "@tent/health"
-import { RpcConfig } from "@tent/rpc"
-import { Config, type ConfigError, type ConfigProvider, Context, Effect, Layer } from "effect"
-import { type KeySpec, readers } from "./internal/config/KeySpec.js"
+import { Registry, RpcConfig } from "@tent/rpc"
+import { Config, type ConfigError, type ConfigProvider, Context, Effect, Either, Layer } from "effect"
+import { invalid, type KeySpec, readers } from "./internal/config/KeySpec.js"
 import type { ConfigSource } from "./internal/config/provider.js"
 import * as Provider from "./internal/config/provider.js"
 
@@ -41,7 +41,14 @@ export const engineKeys = {
   metadata_type: {
     kind: "string",
     default: "p2p",
-    description: "segment registry: p2p (the segment name is the peer's RPC address) is the one implemented"
+    description:
+      "segment registry: p2p (the segment name is the peer's RPC address) or redis (TENT's central registry at metadata_servers)"
+  },
+  metadata_servers: {
+    kind: "string",
+    default: "",
+    description:
+      'the central registry\'s server, "host:port" (port 6379 if absent); read only when metadata_type is redis'
   },
   rpc_server_hostname: { kind: "string", default: "127.0.0.1", description: "interface the control plane binds" },
   rpc_server_port: int(0, "control-plane port; 0 = any free port", {
@@ -214,7 +221,10 @@ export interface EndpointParams {
 /** The engine's settings (the `rpc/*` ones live in `RpcConfig`, the rail ones in `RailHealth`). */
 export interface EngineSettings {
   readonly localSegmentName: string
-  readonly metadataType: "p2p"
+  /** `metadata_type`: the peer registry, or TENT's central registry in Redis. */
+  readonly metadataType: "p2p" | "redis"
+  /** `metadata_servers`: the Redis server's `host:port` (checked only under `redis`). */
+  readonly metadataServers: string
   readonly rpcServerHostname: string
   readonly rpcServerPort: number
   readonly maxFailoverAttempts: number
@@ -241,15 +251,39 @@ export interface EngineSettings {
   readonly blacklist: ReadonlyArray<string>
 }
 
+/**
+ * `metadata_type` and `metadata_servers`: TENT's stock file names an etcd server under `p2p`, so the server is
+ * checked only when `redis` needs it.
+ */
+const registryKind = (s: string): Either.Either<"p2p" | "redis", ConfigError.ConfigError> =>
+  s === "p2p" || s === "redis"
+    ? Either.right(s)
+    : Either.left(
+        invalid(
+          "metadata_type",
+          `must be "p2p" (the peer registry) or "redis" (a central registry at metadata_servers), got ${JSON.stringify(s)}`
+        )
+      )
+const registryConfig = Config.all({
+  metadataType: read.string("metadata_type").pipe(Config.mapOrFail(registryKind)),
+  metadataServers: read.string("metadata_servers")
+}).pipe(
+  Config.mapOrFail((r) =>
+    r.metadataType === "redis" && Registry.parseServer(r.metadataServers) === undefined
+      ? Either.left(
+          invalid(
+            "metadata_servers",
+            `must be the Redis server's "host:port" when metadata_type is "redis", got ${JSON.stringify(r.metadataServers)}`
+          )
+        )
+      : Either.right(r)
+  )
+)
+
 /** The engine's settings read from the current `ConfigProvider`. */
 export const config: Config.Config<EngineSettings> = Config.all({
   localSegmentName: read.string("local_segment_name"),
-  metadataType: read.string("metadata_type").pipe(
-    Config.validate({
-      message: 'must be "p2p" (the only registry this engine implements)',
-      validation: (s): s is "p2p" => s === "p2p"
-    })
-  ),
+  registry: registryConfig,
   rpcServerHostname: read.string("rpc_server_hostname"),
   rpcServerPort: read.int("rpc_server_port"),
   maxFailoverAttempts: read.int("max_failover_attempts"),
@@ -294,7 +328,7 @@ export const config: Config.Config<EngineSettings> = Config.all({
   }),
   whitelist: read.strings("topology/rdma_whitelist"),
   blacklist: read.strings("topology/rdma_blacklist")
-})
+}).pipe(Config.map(({ registry, ...rest }): EngineSettings => ({ ...rest, ...registry })))
 
 /** The engine's settings as a service. */
 export class EngineConfig extends Context.Tag("@tent/core/EngineConfig")<EngineConfig, EngineSettings>() {}

@@ -9,7 +9,7 @@
  * | {@link ParamsFromEndpoint} | `NotifyQpParams` (NotifyQpParams.ts) | 2 | yes |
  * | {@link RpcFallback} | `NotificationRouting` (NotificationRouting.ts) | 3 | yes |
  * | {@link PeerHealth} | `PeerHealthPolicy` (PeerHealth.ts), over `@tent/health`'s record | 4 | yes (the dead-peer record, prober, 1 s slot wait) |
- * | {@link DescriptorPolicy} | `StaleClassifier` (DescriptorPolicy.ts) | 5 | yes, for the peer registry (the only one yet) |
+ * | {@link DescriptorPolicy} | `StaleClassifier` (DescriptorPolicy.ts) | 5 | yes (peer registry and Redis: `metadata_type`) |
  * | `Dedup` | `Dedup` (Dedup.ts) | 6 | not yet: its legacy twin stands in |
  * | `Resend` | `Resend` (Resend.ts) | 7 | not yet: its legacy twin stands in |
  *

@@ -5,9 +5,10 @@
  *
  * This file is the composition and the facade. `layer` wires the engine's services, each a Layer of its own: the
  * control-plane listener (bound first: its address is the segment name), the plain `RpcAgent` and the engine's agent
- * (the `PeerHealth` seam's decoration of it), the descriptor cache, the local segment, the delivery point, the RDMA
- * and TCP transports, the resend fiber, the control plane's handlers (served once the transports exist), and
- * `Diagnostics`. `layerSoft` is an engine on SoftVerbs, ready to use. See the core README for the walk of one
+ * (the `PeerHealth` seam's decoration of it), the segment registry `metadata_type` selects and the descriptor cache in
+ * front of it, the local segment, the delivery point, the RDMA and TCP transports, the resend fiber, the control
+ * plane's handlers (served once the transports exist), the publication of this segment's descriptor in a central
+ * registry, and `Diagnostics`. `layerSoft` is an engine on SoftVerbs, ready to use. See the core README for the walk of one
  * notification through these files.
  *
  * @since 0.1.0
@@ -27,6 +28,7 @@ import * as Handlers from "./internal/Handlers.js"
 import * as LocalSegment from "./internal/LocalSegment.js"
 import * as Resender from "./internal/Resender.js"
 import * as RdmaTransport from "./internal/rdma/RdmaTransport.js"
+import * as SegmentPublisher from "./internal/SegmentPublisher.js"
 import { EngineAgent, EngineIdentity, ResendQueue } from "./internal/Services.js"
 import * as TcpTransport from "./internal/TcpTransport.js"
 import * as Transfers from "./internal/Transfers.js"
@@ -59,7 +61,10 @@ export interface TransferEngineShape {
   readonly segmentName: string
   /** The control plane's `host:port`. */
   readonly address: string
-  /** Registers `buffer` on every device (TENT `registerLocalMemory`); it is published in this segment's descriptor. */
+  /**
+   * Registers `buffer` on every device (TENT `registerLocalMemory`); it is published in this segment's descriptor
+   * (under `metadata_type` `redis`, the registry's copy is written again).
+   */
   readonly registerSegment: (buffer: Buffer) => Effect.Effect<LocalBuffer, RdmaError>
   /** A handle for the segment `name` (empty or this engine's name → {@link LOCAL_SEGMENT_ID}); fetches its descriptor. */
   readonly openSegment: (name: string) => Effect.Effect<SegmentHandle, InvalidEntry | TransportFailure>
@@ -113,6 +118,7 @@ export const make = Effect.gen(function* () {
   const dedup = yield* Dedup
   const delivery = yield* Delivery.EngineDelivery
   const regions = yield* LocalSegment.LocalSegment
+  const publisher = yield* SegmentPublisher.Publisher
   const scope = yield* Effect.scope
 
   const access = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ
@@ -122,6 +128,7 @@ export const make = Effect.gen(function* () {
       for (const d of rdma?.devices ?? []) mrs.push(yield* Scope.extend(d.pd.regMr(buffer, access), scope))
       const addr = mrs[0]?.addr ?? LocalSegment.nextVirtualAddr(buffer.length)
       regions.list.push({ buffer, mrs, addr })
+      yield* publisher.publish
       return { addr, length: buffer.length, buffer }
     })
 
@@ -268,10 +275,24 @@ const engineAgentLayer = Layer.scoped(
   })
 )
 
-/** The descriptor cache over the peer registry, whose `GetSegmentDesc` calls go through the engine's agent. */
-const cacheLayer = DescriptorCache.layer().pipe(
-  Layer.provide(Registry.layerPeer.pipe(Layer.provide(Layer.effect(RpcAgent.RpcAgent, EngineAgent))))
+/**
+ * The segment registry `metadata_type` selects: the peer registry, whose `GetSegmentDesc` calls go through the
+ * engine's agent, or TENT's central registry in Redis at `metadata_servers`. One instance (Layers are shared by
+ * reference) serves the descriptor cache and the publisher.
+ */
+const registryLayer = Layer.unwrapEffect(
+  Effect.map(EngineConfig.EngineConfig, (settings) =>
+    settings.metadataType === "redis"
+      ? Registry.layerRedis({ address: settings.metadataServers })
+      : Registry.layerPeer.pipe(Layer.provide(Layer.effect(RpcAgent.RpcAgent, EngineAgent)))
+  )
 )
+
+/** The descriptor cache over the registry. */
+const cacheLayer = DescriptorCache.layer().pipe(Layer.provide(registryLayer))
+
+/** This segment's descriptor in the registry: put at start, on change and periodically, deleted at shutdown. */
+const publisherLayer = SegmentPublisher.layer.pipe(Layer.provide(registryLayer))
 
 /** The resend queue and the fiber that drains it. */
 const resendLayer = Layer.scopedDiscard(Resender.start)
@@ -296,16 +317,17 @@ const serveLayer = Layer.scopedDiscard(
 /**
  * The engine and its `Diagnostics` as a Layer: needs a `Verbs` provider, the seven policies (`Series.legacy`) and
  * `RailHealth`; reads its settings (and `rpc/*`) from the ambient `ConfigProvider` — provide
- * `EngineConfig.layerProvider(source)` under it.
+ * `EngineConfig.layerProvider(source)` under it. Under `metadata_type` `redis` it fails with a `TransportFailure`
+ * when the Redis server cannot be reached or does not take this segment's descriptor.
  */
 export const layer: Layer.Layer<
   TransferEngine | Diagnostics.Diagnostics,
-  RdmaError | ServerError | ConfigError,
+  RdmaError | ServerError | ConfigError | TransportFailure,
   Verbs | Series.Policies | RailHealth.RailHealth
 > = Layer.scoped(TransferEngine, make).pipe(
   Layer.merge(Diagnostics.layer),
-  Layer.provideMerge(serveLayer),
-  Layer.provideMerge(resendLayer),
+  Layer.provideMerge(Layer.merge(serveLayer, publisherLayer)),
+  Layer.provideMerge(Layer.merge(resendLayer, SegmentPublisher.descriptorLayer)),
   Layer.provideMerge(Layer.merge(RdmaTransport.layer, TcpTransport.layer)),
   Layer.provideMerge(Layer.mergeAll(cacheLayer, Delivery.layer, LocalSegment.layer, resendQueueLayer)),
   Layer.provideMerge(Layer.merge(engineAgentLayer, identityLayer)),
@@ -324,7 +346,7 @@ export const layerSoft = (
     readonly devices?: ReadonlyArray<{ readonly name: string; readonly host?: string }>
     readonly series?: Layer.Layer<Series.Policies, ConfigError>
   } = {}
-): Layer.Layer<TransferEngine | Diagnostics.Diagnostics, RdmaError | ServerError | ConfigError> =>
+): Layer.Layer<TransferEngine | Diagnostics.Diagnostics, RdmaError | ServerError | ConfigError | TransportFailure> =>
   layer.pipe(
     Layer.provide(
       SoftVerbs.layer({

@@ -25,6 +25,7 @@ const defaultsBefore = {
   "peer_health/max_age_ms": 600_000,
   local_segment_name: "",
   metadata_type: "p2p",
+  metadata_servers: "", // TENT's default; read only under metadata_type "redis"
   rpc_server_hostname: "127.0.0.1",
   rpc_server_port: 0,
   "rpc/request_timeout_ms": -1,
@@ -154,6 +155,123 @@ describe("config keys: each declared once, by the package that reads it", () => 
         const env = yield* start({ env: { TRANSPORTS_RDMA_RAIL_ERROR_WINDOW_SECS: "soon" } }, RailHealth.layerConfig)
         expect(env).toContain("rail_error_window_secs")
       })
+  )
+})
+
+/** TENT's stock `tent/config/transfer-engine.json`: the parts that name keys this engine reads, and some it ignores. */
+const tentStockConfig = {
+  local_segment_name: "",
+  metadata_type: "p2p",
+  metadata_servers: "127.0.0.1:2379",
+  rpc_server_hostname: "127.0.0.1",
+  rpc_server_port: 0,
+  topology: { rdma_whitelist: ["mlx5_0", "mlx5_2"], rdma_blacklist: [] },
+  log_level: "warning",
+  max_failover_attempts: 3,
+  enable_auto_failover_on_poll: true,
+  enable_progress_worker: false,
+  metrics: {
+    enabled: true,
+    http_port: 9100,
+    http_host: "0.0.0.0",
+    http_server_threads: 2,
+    report_interval_seconds: 30
+  },
+  transports: {
+    rdma: {
+      enable: true,
+      shared_quota_shm_path: "mooncake_quota_shm",
+      max_timeout_ns: 10_000_000_000,
+      num_lanes: 1,
+      device: { num_comp_channels: 1, port: 1, gid_index: 0, max_cqe: 4096 },
+      endpoint: {
+        endpoint_store_cap: 256,
+        max_sge: 4,
+        max_qp_wr: 256,
+        max_inline_bytes: 64,
+        path_mtu: 4096,
+        pkey_index: 0,
+        hop_limit: 16,
+        flow_label: 0,
+        traffic_class: 0,
+        service_level: 0,
+        src_path_bits: 0,
+        static_rate: 0,
+        rq_psn: 0,
+        max_dest_rd_atomic: 16,
+        min_rnr_timer: 12,
+        sq_psn: 0,
+        send_timeout: 14,
+        send_retry_count: 7,
+        send_rnr_count: 7,
+        max_rd_atomic: 16
+      },
+      workers: {
+        max_retry_count: 8,
+        block_size: 65536,
+        grace_period_ns: 50000,
+        rail_topo_path: "/path/to/rail_topo.json"
+      }
+    },
+    tcp: {
+      enable: true,
+      max_retry_count: 3,
+      retry_base_delay_ms: 100,
+      retry_max_delay_ms: 2000,
+      max_concurrent_tasks: 16
+    },
+    shm: { enable: true, cxl_mount_path: "" }
+  },
+  policy: [{ name: "default_memory", segment_type: "memory", devices: ["mlx5_0"], transports: ["rdma", "shm"] }]
+}
+
+describe("segment registry keys: metadata_type and metadata_servers", () => {
+  /** The engine's settings for `source`. */
+  const settings = (source: EngineConfig.ConfigSource) =>
+    Layer.build(EngineConfig.layer(source)).pipe(
+      Effect.map((ctx) => Context.get(ctx, EngineConfig.EngineConfig)),
+      Effect.scoped
+    )
+
+  it.effect("TENT's stock config loads: p2p, its etcd address kept but not used", () =>
+    Effect.gen(function* () {
+      const s = yield* settings({ json: tentStockConfig })
+      expect(s.metadataType).toBe("p2p")
+      expect(s.metadataServers).toBe("127.0.0.1:2379")
+      expect(s.whitelist).toEqual(["mlx5_0", "mlx5_2"])
+      expect((yield* settings({})).metadataType).toBe("p2p")
+    })
+  )
+
+  it.effect('metadata_type "redis" takes metadata_servers as "host:port" (or a host, port 6379)', () =>
+    Effect.gen(function* () {
+      const s = yield* settings({ json: { metadata_type: "redis", metadata_servers: "127.0.0.1:6380" } })
+      expect([s.metadataType, s.metadataServers]).toEqual(["redis", "127.0.0.1:6380"])
+      const env = yield* settings({ env: { METADATA_TYPE: "redis", METADATA_SERVERS: "redis.local" } })
+      expect([env.metadataType, env.metadataServers]).toEqual(["redis", "redis.local"])
+    })
+  )
+
+  it.effect("an unknown metadata_type, or redis without a valid metadata_servers, fails at start naming the key", () =>
+    Effect.gen(function* () {
+      const etcd = yield* start(
+        { json: { metadata_type: "etcd", metadata_servers: "127.0.0.1:2379" } },
+        EngineConfig.layerConfig
+      )
+      expect(etcd).toContain("metadata_type")
+      expect(etcd).toContain('must be "p2p" (the peer registry) or "redis"')
+      const missing = yield* start({ json: { metadata_type: "redis" } }, EngineConfig.layerConfig)
+      expect(missing).toContain("metadata_servers")
+      expect(missing).toContain("host:port")
+      const port = yield* start(
+        { json: { metadata_type: "redis", metadata_servers: "h:http" } },
+        EngineConfig.layerConfig
+      )
+      expect(port).toContain("metadata_servers")
+      const type = yield* start({ json: { metadata_type: "redis", metadata_servers: 6379 } }, EngineConfig.layerConfig)
+      expect(type).toContain("metadata_servers")
+      expect(type).toContain("Expected a string")
+    })
   )
 })
 

@@ -2,31 +2,30 @@
  * The control plane's handlers for this engine (TENT `ControlService`): `Bootstrap` to the RDMA transport's acceptor
  * (refused "NOT_READY" without one, as TENT), `Notify` to the delivery point (queued as the TCP transport's; when no
  * transport installs the callback, answered and dropped, as TENT — the `NotificationRouting` seam decides), this
- * segment's descriptor, and `Probe`. Built from services, after the transports: the listener was bound before them
- * and holds early connections until `Server.serve` attaches these.
+ * segment's descriptor (`SegmentPublisher.LocalDescriptor`, the one a central registry is given), and `Probe`. Built
+ * from services, after the transports: the listener was bound before them and holds early connections until
+ * `Server.serve` attaches these.
  */
-import type { BufferDesc, DeviceDesc, Notification, SegmentDesc } from "@tent/rpc"
+import type { Notification } from "@tent/rpc"
 import { BootstrapRejected, ControlPlane, type ControlPlaneHandlers } from "@tent/rpc"
 import { Effect, type Layer } from "effect"
 import { NotificationRouting } from "../NotificationRouting.js"
 import { EngineDelivery } from "./Delivery.js"
-import { LocalSegment } from "./LocalSegment.js"
 import { RdmaTransport } from "./rdma/RdmaTransport.js"
-import { EngineIdentity } from "./Services.js"
+import { LocalDescriptor } from "./SegmentPublisher.js"
 import { TcpTransport } from "./TcpTransport.js"
 
 /** The handlers as a Layer built from the engine's services. */
 export const make: Effect.Effect<
   Layer.Layer<ControlPlaneHandlers>,
   never,
-  RdmaTransport | TcpTransport | EngineDelivery | NotificationRouting | EngineIdentity | LocalSegment
+  RdmaTransport | TcpTransport | EngineDelivery | NotificationRouting | LocalDescriptor
 > = Effect.gen(function* () {
   const rdma = yield* RdmaTransport
   const tcp = yield* TcpTransport
   const delivery = yield* EngineDelivery
   const routing = yield* NotificationRouting
-  const { segmentName, address } = yield* EngineIdentity
-  const regions = yield* LocalSegment
+  const segmentDesc = yield* LocalDescriptor
 
   const onNotify: ((n: Notification, from: string) => void) | undefined =
     tcp !== undefined
@@ -34,25 +33,6 @@ export const make: Effect.Effect<
       : routing.rpcCallback === "engine"
         ? (n, from) => void delivery.fromNotify(from, n)
         : undefined
-
-  const devices: ReadonlyArray<DeviceDesc> = (rdma?.devices ?? []).map((d) => ({
-    name: d.name,
-    lid: 0,
-    gid: d.gidText
-  }))
-  const segmentDesc = (): SegmentDesc => ({
-    name: segmentName,
-    rpc_server_addr: address,
-    devices,
-    buffers: regions.list.map(
-      (r): BufferDesc => ({
-        addr: r.addr,
-        length: r.buffer.length,
-        rkey: r.mrs.map((m) => m.rkey),
-        transports: [...(r.mrs.length > 0 ? ["rdma"] : []), ...(tcp !== undefined ? ["tcp"] : [])]
-      })
-    )
-  })
 
   return ControlPlane.toLayer({
     Bootstrap: (desc) =>
