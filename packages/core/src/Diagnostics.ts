@@ -7,6 +7,7 @@
  * @since 0.1.0
  */
 import type { PeerHealth as HealthRecord } from "@tent/health"
+import { Server } from "@tent/rpc"
 import { Context, Effect, Layer } from "effect"
 import { RdmaTransport } from "./internal/rdma/RdmaTransport.js"
 import { TcpTransport } from "./internal/TcpTransport.js"
@@ -37,6 +38,7 @@ export interface Counters {
         readonly flushed: number
         readonly notifyErrors: number
         readonly sent: number
+        readonly sendsCompleted: number
         readonly deferredPasses: number
         readonly closedInFlight: number
       }
@@ -60,6 +62,15 @@ export interface DiagnosticsShape {
   readonly endpoints: Effect.Effect<ReadonlyArray<EndpointInfo>>
   /** Stops (or resumes) the notify poller between passes, to hold completions unpolled. */
   readonly pauseNotifyPoller: (paused: boolean) => Effect.Effect<void>
+  /**
+   * Freezes (or thaws) the application as `SIGSTOP` would on a host whose NIC is hardware (or the kernel's rxe): the
+   * engine stops polling its CQs (notify and data) and its control-plane server stops reading its sockets, while the
+   * SoftVerbs devices in this process keep running — they ACK SENDs into the receives already posted, then answer
+   * RNR NAK; WRITEs and READs into registered memory still complete — and the kernel still completes TCP handshakes.
+   * Thawed, the CQs are polled and the buffered requests read and answered. (A real `SIGSTOP` of a SoftVerbs process
+   * freezes its NIC too: a host freeze, a different fault.)
+   */
+  readonly freezeApplication: (frozen: boolean) => Effect.Effect<void>
   /** Retires the endpoint from `localNic` to `peerNicPath` from the calling fiber (TENT `resetConnection`). */
   readonly retire: (localNic: string, peerNicPath: string) => Effect.Effect<boolean>
   /** Disables the notify channels towards `segment` as TENT's `notify_connected_ = false` does; returns how many. */
@@ -74,6 +85,7 @@ export const make = Effect.gen(function* () {
   const rdma = yield* RdmaTransport
   const tcp = yield* TcpTransport
   const health = yield* PeerHealthPolicy
+  const listener = yield* Server.Listener
   const all = () => (rdma?.devices ?? []).flatMap((d) => Array.from(d.store.active.values(), (ep) => ({ d, ep })))
   return {
     installed: { rdma: rdma !== undefined, tcp: tcp !== undefined },
@@ -91,6 +103,12 @@ export const make = Effect.gen(function* () {
       }))
     ),
     pauseNotifyPoller: (paused) => Effect.sync(() => rdma?.poller.pause(paused)),
+    freezeApplication: (frozen) =>
+      Effect.sync(() => {
+        listener.freeze(frozen)
+        rdma?.poller.pause(frozen)
+        rdma?.pauseDataPollers(frozen)
+      }),
     retire: (localNic, peerNicPath) =>
       Effect.suspend(() => {
         const ep = rdma?.devices.find((d) => d.name === localNic)?.store.active.get(peerNicPath)

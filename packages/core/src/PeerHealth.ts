@@ -27,6 +27,11 @@ export interface PeerHealthPolicyShape {
   /** The longest wait for a free notify send slot; `undefined` = unbounded. */
   readonly slotWait: Duration.Duration | undefined
   /**
+   * Whether the peer at this RPC address is known unreachable now: a sender whose notify window towards it is full
+   * does not wait for a slot at all (its fallback fails fast too). Legacy: never.
+   */
+  readonly unreachable: (address: string) => boolean
+  /**
    * Run once by the engine, in its scope, with the plain (undecorated) agent: where a policy forks its prober.
    * Legacy: nothing.
    */
@@ -52,6 +57,7 @@ export class PeerHealthPolicy extends Context.Tag("@tent/core/PeerHealthPolicy")
 export const legacy: PeerHealthPolicyShape = {
   decorate: (agent) => agent,
   slotWait: undefined,
+  unreachable: () => false,
   start: () => Effect.void,
   chargeUnansweredBootstrap: true,
   metrics: undefined
@@ -64,12 +70,14 @@ export const layerLegacy: Layer.Layer<PeerHealthPolicy> = Layer.succeed(PeerHeal
  * RFC PR 4 over a `PeerHealth` record of `@tent/health`: every control-plane call of the engine passes the record
  * (`RpcAgent.decorate`: a marked peer's calls fail at once, a transport-level failure marks, any reply clears); the
  * prober (`start`) re-checks marked peers every `peer_health/probe_interval_ms` with the plain agent's `Probe`
- * bounded by `rpc/probe_timeout_ms`; the wait for a notify send slot is bounded at 1 s (then PR 3's fallback); an
- * unanswered bootstrap is not charged to the NIC pair.
+ * bounded by `rpc/probe_timeout_ms`; the wait for a notify send slot is bounded at 1 s, and skipped while the peer is
+ * marked (then PR 3's fallback, which fails fast too: the RFC's "31 s once, then 0 s"); an unanswered bootstrap is
+ * not charged to the NIC pair.
  */
 export const fromRecord = (record: HealthRecord.PeerHealthShape, probeTimeoutMs: number): PeerHealthPolicyShape => ({
   decorate: (agent) => RpcAgent.decorate(agent, record),
   slotWait: Duration.seconds(1),
+  unreachable: record.unreachable,
   start: (plain) =>
     Effect.asVoid(
       Effect.forkScoped(

@@ -299,6 +299,27 @@ describe("PeerHealthPolicy.slotWait (RFC PR 4): the wait for a free notify send 
     })
   )
 
+  it.scopedLive(
+    "[RFC PR 4] a peer marked unreachable: no wait at all (the RFC's 'then 0 s'), the address consulted",
+    () =>
+      Effect.gen(function* () {
+        const asked: Array<string> = []
+        const { ms, r } = yield* fullWindow({
+          ...PeerHealth.legacy,
+          slotWait: Duration.seconds(1),
+          unreachable: (address) => {
+            asked.push(address)
+            return true
+          }
+        })
+        expect(r._tag === "Left" && r.left._tag).toBe("EndpointUnavailable")
+        expect(r._tag === "Left" && r.left.message).toContain("marked unreachable")
+        expect(asked).toContain("B")
+        // no slot wait: well under the 1 s bound (loose for a loaded machine)
+        expect(ms).toBeLessThan(500)
+      })
+  )
+
   it.scopedLive("negative control: the legacy wait has no bound (still waiting at 3 s)", () =>
     Effect.gen(function* () {
       const { r } = yield* fullWindow(PeerHealth.legacy)

@@ -55,6 +55,11 @@ export interface PeerHealthShape extends RpcAgent.CallGuard {
    * its cooldown has not run out; otherwise succeeds, and the call goes out.
    */
   readonly admit: (address: string) => Effect.Effect<void, TransportFailure>
+  /**
+   * Whether `address` is marked and its cooldown still runs (what `admit` would refuse), read synchronously and
+   * counting nothing: for a caller deciding whether to wait on the peer at all (the notify send-slot wait).
+   */
+  readonly unreachable: (address: string) => boolean
   /** How a call to `address` ended: a transport failure marks the peer, `undefined` (any reply) clears it. */
   readonly record: (address: string, failure: TransportFailure | undefined) => Effect.Effect<void>
   /** The peers marked now, whether or not their cooldown has run out (what the prober probes). */
@@ -247,6 +252,12 @@ export const make = (options: Partial<PeerHealthOptions> = {}): Effect.Effect<Pe
         )
       })
 
+    const unreachable = (address: string): boolean => {
+      const t = now()
+      const e = lookup(address, t)
+      return e !== undefined && t < e.until
+    }
+
     const record = (address: string, failure: TransportFailure | undefined): Effect.Effect<void> =>
       Effect.suspend(() => (failure === undefined ? clear(address) : mark(address, failure, true)))
 
@@ -288,7 +299,16 @@ export const make = (options: Partial<PeerHealthOptions> = {}): Effect.Effect<Pe
       return { marked: peers.size, ...metrics }
     })
 
-    return { admit, record, markedPeers, probeRound, runProber, metrics, snapshot } satisfies PeerHealthShape
+    return {
+      admit,
+      unreachable,
+      record,
+      markedPeers,
+      probeRound,
+      runProber,
+      metrics,
+      snapshot
+    } satisfies PeerHealthShape
   })
 
 /**
@@ -299,6 +319,7 @@ export const makeLegacy: Effect.Effect<PeerHealthShape> = Effect.sync(() => {
   const metrics = newCounters()
   return {
     admit: () => Effect.void,
+    unreachable: () => false,
     record: () => Effect.void,
     markedPeers: Effect.succeed([]),
     probeRound: () => Effect.void,

@@ -69,10 +69,14 @@ describe("PeerHealth: marks and cooldowns", () => {
               "failing fast for 5000 ms more (cooldown 5000 ms)"
           )
           expect(yield* refusal(peers, "b:1")).toBeUndefined() // peers are independent
+          // the same answer read synchronously, counting nothing (the notify slot wait asks it)
+          expect([peers.unreachable("a:1"), peers.unreachable("b:1")]).toEqual([true, false])
           yield* TestClock.adjust(ms(4999))
+          expect(peers.unreachable("a:1")).toBe(true)
           expect((yield* refusal(peers, "a:1"))?.message).toMatch(/PeerHealth 4999 ms ago .* for 1 ms more/)
           expect(yield* peers.snapshot).toMatchObject({ marked: 1, marks: 1, fastFailures: 2, clears: 0 })
           yield* TestClock.adjust(ms(1))
+          expect(peers.unreachable("a:1")).toBe(false)
           expect(yield* refusal(peers, "a:1")).toBeUndefined()
           // let through, but still marked until a reply: the prober keeps probing it
           expect(yield* peers.markedPeers).toEqual(["a:1"])

@@ -100,4 +100,37 @@ describe("Server.layerListener + Server.serve", () => {
         expect(failure._tag === "TransportFailure" && failure.reason).toBe("Closed")
       })
   )
+
+  it.scopedLive(
+    "freeze: served and new connections are read by nobody (calls time out, connects succeed); thaw: what waited is read and answered",
+    () =>
+      Effect.gen(function* () {
+        const listener = Context.get(yield* Layer.build(Server.layerListener()), Server.Listener)
+        const received: Array<Notification> = []
+        yield* Server.serve(makeHandlers(() => listener.address, received)).pipe(
+          Effect.provideService(Server.Listener, listener)
+        )
+        const served = yield* makeAgent({ notify_timeout_ms: 300 })
+        yield* served.notify(listener.address, makeNotification("before", ""))
+        listener.freeze(true)
+        // an open connection: the request is written, nobody reads it
+        const failure = yield* Effect.flip(served.notify(listener.address, makeNotification("frozen-open", "")))
+        expect(failure._tag === "TransportFailure" && failure.reason).toBe("Timeout")
+        // a new connection: the kernel completes the handshake, nobody reads
+        const fresh = yield* makeAgent({ notify_timeout_ms: 5000 })
+        const waiting = yield* Effect.fork(fresh.notify(listener.address, makeNotification("frozen-new", "")))
+        yield* Effect.sleep(300)
+        expect(waiting.unsafePoll()).toBeNull()
+        expect(yield* fresh.connections).toEqual([listener.address])
+        expect(received.map((n) => notificationText(n).name)).toEqual(["before"])
+
+        listener.freeze(false)
+        yield* Fiber.join(waiting)
+        yield* served.notify(listener.address, makeNotification("after", ""))
+        // the request that timed out at its caller was still read and delivered on thaw, as a stopped process would
+        expect(received.map((n) => notificationText(n).name).sort()).toEqual(
+          ["after", "before", "frozen-new", "frozen-open"].sort()
+        )
+      })
+  )
 })

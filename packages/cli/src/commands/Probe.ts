@@ -15,15 +15,16 @@ import { Console, Effect, Option } from "effect"
 import { live } from "../probe/Children.js"
 import {
   type Arm,
+  type Entry,
+  entries,
+  entryName,
   fullPlan,
   type Plan,
   quickFactors,
   quickPlan,
   type Row,
   runRow,
-  type Scenario,
-  scenarios,
-  titles
+  title
 } from "../probe/Matrix.js"
 import { CliFailure, failWith } from "../Render.js"
 
@@ -33,8 +34,8 @@ export const bothArms: ReadonlyArray<Arm> = ["legacy", "series"]
 const cell = (r: Row) => {
   const t = r.seconds.map((x) => `${x.toFixed(3)} s`).join(", ")
   return [
-    r.scenario === "recovery" ? "recovery" : String(r.scenario),
-    titles[r.scenario],
+    entryName(r),
+    title(r.scenario, r.freeze),
     r.arm,
     `${r.received}/${r.sent}`,
     `${r.ok}/${r.failed}/${r.notAttempted}`,
@@ -62,12 +63,12 @@ export const table = (rows: ReadonlyArray<Row>): string => {
   return [line(head), `|${width.map((w) => "-".repeat(w + 2)).join("|")}|`, ...body.map(line)].join("\n")
 }
 
-const parseOnly = (text: string): ReadonlyArray<Scenario> | CliFailure => {
-  const out: Array<Scenario> = []
+const parseOnly = (text: string): ReadonlyArray<Entry> | CliFailure => {
+  const out: Array<Entry> = []
   for (const part of text.split(",").map((x) => x.trim())) {
-    const found = scenarios.find((sc) => String(sc) === part)
+    const found = entries.find((e) => entryName(e) === part)
     if (found === undefined)
-      return new CliFailure(`--only: unknown scenario ${part}; the scenarios are ${scenarios.join(", ")}`)
+      return new CliFailure(`--only: unknown scenario ${part}; the scenarios are ${entries.map(entryName).join(", ")}`)
     out.push(found)
   }
   return out
@@ -99,22 +100,24 @@ export const command = Command.make(
     ),
     quick: Options.boolean("quick").pipe(
       Options.withDescription(
-        "shorten the control-plane timeouts (30 s -> 1 s) and the freeze, stall and END bounds so the matrix runs in under 3 minutes; the factors are printed"
+        "divide the control-plane timeouts (30 s -> 2 s) and the freeze (60 s -> 4 s) by 15, retry counts unchanged, so the matrix runs in minutes; what it changes is printed"
       )
     ),
     json: Options.boolean("json").pipe(
       Options.withDescription(
-        'print {"rows":[{"scenario":1..6|"recovery","arm","sent","ok","failed","notAttempted","inFlightAtFault","closedInFlight","received","end","unknownQp","duplicates","seconds":[...]}]} on stdout'
+        'print {"rows":[{"scenario":1..6|"recovery","freeze":"application"|"host"|null,"arm","sent","ok","failed","notAttempted","inFlightAtFault","closedInFlight","completedWhileFrozen","received","end","unknownQp","duplicates","seconds":[...]}]} on stdout'
       )
     ),
     only: Options.text("only").pipe(
-      Options.withDescription("comma-separated scenarios to run (1-6, recovery); default all"),
+      Options.withDescription(
+        "comma-separated rows to run: 1-6, recovery (the frozen peers 4, 5, 6 and recovery as the RFC froze them: the application stopped, its NIC alive), 4-host, 5-host, 6-host, recovery-host (a SIGSTOP of the whole SoftVerbs process, NIC included); default all"
+      ),
       Options.optional
     )
   },
   (o) =>
     Effect.gen(function* () {
-      const only = Option.match(o.only, { onNone: () => scenarios, onSome: parseOnly })
+      const only = Option.match(o.only, { onNone: () => entries, onSome: parseOnly })
       if (only instanceof CliFailure) return yield* Effect.fail(only)
       const count = Number(process.env.TENT_PROBE_COUNT ?? 2000)
       if (!Number.isInteger(count) || count < 8) {
@@ -131,6 +134,9 @@ export const command = Command.make(
       yield* info(
         o.quick ? `--quick: ${quickFactors}` : "full timeouts: the library's 30 s control-plane default; a 60 s freeze"
       )
+      yield* info(
+        "frozen peer (rows 4, 5, 6, recovery): the application frozen, its NIC alive, as the RFC froze it on hardware: the peer's engine stops polling its CQs and its control plane stops reading, while its SoftVerbs NICs run on (they ACK SENDs into posted receives, then RNR-NAK; the kernel still completes TCP handshakes): this models a hardware or rxe NIC. The -host rows SIGSTOP the whole SoftVerbs process, NIC included (a host freeze: no ACKs)"
+      )
       if (o.arm !== "legacy") {
         yield* info(
           "series arm: Series.all = RFC PRs 1-5 (QpRetirement, ParamsFromEndpoint, RpcFallback, PeerHealth, DescriptorPolicy); PRs 6 and 7 run their legacy twins until they are built"
@@ -143,15 +149,16 @@ export const command = Command.make(
       }
       const rows: Array<Row> = []
       const t0 = performance.now()
-      for (const scenario of only) {
+      for (const entry of only) {
+        const name = entryName(entry)
         for (const arm of arms) {
-          report(`scenario ${scenario} ${arm}: starting two processes`)
-          const row = yield* runRow(scenario, arm, plan, report)
+          report(`scenario ${name} ${arm}: starting two processes`)
+          const row = yield* runRow(entry, arm, plan, report)
           if (tty) process.stderr.write("\r\u001b[2K")
           rows.push(row)
           if (!o.json)
             yield* Console.log(
-              `  ${String(scenario)} ${arm}: ${row.received}/${row.sent} received (${row.ok} ok, ${row.failed} failed, ${row.notAttempted} not attempted), ${row.duplicates} duplicates, ${row.seconds.join(" s, ")}${row.seconds.length > 0 ? " s" : ""}`
+              `  ${name} ${arm}: ${row.received}/${row.sent} received (${row.ok} ok, ${row.failed} failed, ${row.notAttempted} not attempted), ${row.duplicates} duplicates, ${row.seconds.join(" s, ")}${row.seconds.length > 0 ? " s" : ""}`
             )
         }
       }

@@ -54,7 +54,14 @@ const start = (role: string, options: Record<string, unknown>): Promise<{ child:
     }, 60_000)
     proc.once("exit", (code, signal) => {
       clearTimeout(timer)
-      const err = new Error(`the probe's ${role} process exited (${code ?? signal}): ${errText.trim().slice(-500)}`)
+      // What it said, stack frames left out (the message, not the last frames, is what tells why).
+      const said = errText
+        .split("\n")
+        .filter((l) => !/^\s+at /.test(l))
+        .join("\n")
+        .trim()
+        .slice(-1500)
+      const err = new Error(`the probe's ${role} process exited (${code ?? signal}): ${said}`)
       if (!ready) reject(err)
       for (const w of waiting.values()) w.reject(err)
       waiting.clear()

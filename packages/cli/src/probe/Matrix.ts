@@ -13,8 +13,35 @@ export type Arm = "legacy" | "series"
 /** A row's scenario: the RFC's six, numbered as in its Motivation table, and recovery. */
 export type Scenario = 1 | 2 | 3 | 4 | 5 | 6 | "recovery"
 
-/** The matrix in order. */
-export const scenarios: ReadonlyArray<Scenario> = [1, 2, 3, 4, 5, 6, "recovery"]
+/**
+ * How a frozen peer is frozen. `application`: its engine stops polling its CQs and its control-plane server stops
+ * reading, while its SoftVerbs NICs run on — what `SIGSTOP` does to a process whose NIC is hardware or the kernel's
+ * rxe (the NIC ACKs SENDs into the receives already posted, then RNR-NAKs; the kernel completes TCP handshakes),
+ * which is what the RFC froze. `host`: a real `SIGSTOP` of the SoftVerbs process, which freezes its NIC too (no ACKs:
+ * the sender's QP runs out its retry budget), a fault of its own.
+ */
+export type Freeze = "application" | "host"
+
+/** One row of the matrix to run: a scenario, and for the frozen-peer ones how the peer is frozen. */
+export interface Entry {
+  readonly scenario: Scenario
+  readonly freeze: Freeze | null
+}
+
+/** The scenarios whose peer is frozen. */
+export const frozenScenarios: ReadonlyArray<Scenario> = [4, 5, 6, "recovery"]
+
+/** The matrix in order: the RFC's seven rows (frozen peers: the application freeze), then the host-freeze rows. */
+export const entries: ReadonlyArray<Entry> = [
+  ...([1, 2, 3, 4, 5, 6, "recovery"] as const).map((scenario) => ({
+    scenario,
+    freeze: frozenScenarios.includes(scenario) ? ("application" as const) : null
+  })),
+  ...frozenScenarios.map((scenario) => ({ scenario, freeze: "host" as const }))
+]
+
+/** An entry's name for `--only` and the live lines: `4`, …, `recovery`; the host-freeze rows `4-host`, …. */
+export const entryName = (e: Entry): string => `${e.scenario}${e.freeze === "host" ? "-host" : ""}`
 
 /** The RFC's wording of each scenario. */
 export const titles: Record<Scenario, string> = {
@@ -27,9 +54,23 @@ export const titles: Record<Scenario, string> = {
   recovery: "Frozen peer resumes: time until a notification gets through"
 }
 
+/** A row's title: the RFC's wording, and how the peer was frozen. */
+export const title = (scenario: Scenario, freeze: Freeze | null): string =>
+  freeze === null
+    ? titles[scenario]
+    : `${titles[scenario]} (${freeze === "application" ? "application frozen, NIC alive" : "host frozen: SIGSTOP, soft NIC too"})`
+
+/** Freezes the peer (`true`) or resumes it, as `freeze` says. */
+const setFrozen = (r: Child, freeze: Freeze, frozen: boolean): Effect.Effect<void, ChildFailure> =>
+  freeze === "host"
+    ? Effect.sync(() => r.signal(frozen ? "SIGSTOP" : "SIGCONT"))
+    : Effect.asVoid(r.request({ cmd: "fault", kind: "freezeApp", frozen }))
+
 /** One row of the matrix (`--json` prints `rows` of these, without `note`). */
 export interface Row {
   readonly scenario: Scenario
+  /** How the peer was frozen (scenarios 4-6 and recovery); null for the others. */
+  readonly freeze: Freeze | null
   readonly arm: Arm
   /** The notifications the scenario sends (its plan). */
   readonly sent: number
@@ -41,6 +82,11 @@ export interface Row {
   readonly inFlightAtFault: number
   /** Sends the sender had in flight on notify channels it retired or disabled: lost unless resent (RFC PR 7). */
   readonly closedInFlight: number
+  /**
+   * Scenario 6: the sender's notify sends that completed while the peer was frozen (its NIC ACKed them: > 0 only when
+   * the NIC stayed alive); -1 elsewhere.
+   */
+  readonly completedWhileFrozen: number
   readonly received: number
   /** Whether the END marker arrived (stream scenarios; true elsewhere). */
   readonly end: boolean
@@ -63,7 +109,7 @@ export interface Plan {
   readonly holdMs: number
   /** A stream that makes no progress this long is stopped (the sender is blocked for good). */
   readonly stallMs: number
-  /** `workers/max_retry_count`: attempts of a transfer slice before its batch fails. */
+  /** `workers/max_retry_count`: attempts of a transfer slice before its batch fails (TENT's 8 in both plans). */
   readonly maxRetry: number
   /** How long the receiver is given for the END marker and what is still in flight. */
   readonly graceMs: number
@@ -80,20 +126,22 @@ export const fullPlan = (count: number): Plan => ({
   graceMs: 15_000
 })
 
-/** `--quick`: control-plane timeouts and the freeze ×1/30, slice retries ×1/4, the stall and END bounds ×1/15 and ×1/5. */
+/** `--quick` divides the times the RFC's rows are made of (the control-plane timeouts and the freeze) by this. */
+export const QUICK_FACTOR = 15
+
+/** `--quick`: the control-plane timeouts and the freeze ÷ {@link QUICK_FACTOR}; counts and fixed times unchanged. */
 export const quickPlan = (count: number): Plan => ({
   quick: true,
   count,
-  rpcTimeoutMs: 1000,
-  maxRetry: 2,
-  holdMs: 2000,
-  stallMs: 5000,
+  rpcTimeoutMs: 30_000 / QUICK_FACTOR,
+  maxRetry: 8,
+  holdMs: 60_000 / QUICK_FACTOR,
+  stallMs: 6000,
   graceMs: 3000
 })
 
-/** The factors `--quick` applies, as printed. */
-export const quickFactors =
-  "control-plane timeouts rpc/{request,bootstrap,notify,connect}_timeout_ms 30 s → 1 s (×1/30); frozen-peer hold 60 s → 2 s (×1/30); stall bound 75 s → 5 s (×1/15); END grace 15 s → 3 s (×1/5); slice retry budget workers/max_retry_count 8 → 2 attempts (×1/4); QP retry attributes unchanged (the legacy notify QP's are hard-coded: RFC PR 2)"
+/** What `--quick` changes, as printed. */
+export const quickFactors = `control-plane timeouts rpc/{request,bootstrap,notify,connect}_timeout_ms and the frozen-peer hold ÷${QUICK_FACTOR} (30 s → ${30 / QUICK_FACTOR} s, 60 s → ${60 / QUICK_FACTOR} s), so a row made of timeouts reads ×1/${QUICK_FACTOR} of its full-length value; counts unchanged (workers/max_retry_count 8, TCP 3 attempts); times the RFC fixes unchanged (the 1 s notify slot wait, the prober's 1 s interval and 2 s probe timeout, QP retry timers); the probe's own bounds: 6 s without progress = stalled, 3 s for END`
 
 /** `transports/tcp/max_retry_count` (TENT's default, kept by the probe): SendData attempts after failover to TCP. */
 const TCP_ATTEMPTS = 3
@@ -129,6 +177,9 @@ interface Progress {
   readonly endSent: boolean
   readonly aborted: boolean
   readonly pendingNotify: number
+  /** Notify sends the initiator posted (its `rdma.sent`), and those that completed successfully. */
+  readonly notifySent: number
+  readonly sendsCompleted: number
   readonly maxCallMs: number
   readonly nextCallsMs: ReadonlyArray<number>
 }
@@ -140,6 +191,12 @@ interface Counts {
   readonly unknownQp: number
   readonly notifyErrors: number
   readonly deferredPasses: number
+}
+
+/** What a stream scenario's fault reports. */
+interface FaultResult {
+  readonly note: string
+  readonly completedWhileFrozen?: number
 }
 
 /** Reports a live line (the caller shows it on a TTY only). */
@@ -163,6 +220,7 @@ const pair = (arm: Arm, plan: Plan) =>
  */
 const streamRow = (
   scenario: 1 | 2 | 3 | 6,
+  freeze: Freeze | null,
   arm: Arm,
   plan: Plan,
   report: Report,
@@ -172,7 +230,7 @@ const streamRow = (
         readonly standaloneAt?: boolean
         /** The initiator stops both streams at `at` until the fault, run with both children, sends `release`. */
         readonly hold?: boolean
-        readonly run: (r: Child, i: Child) => Effect.Effect<string, ChildFailure>
+        readonly run: (r: Child, i: Child) => Effect.Effect<FaultResult, ChildFailure>
       }
     | undefined,
   disableAt?: number
@@ -192,7 +250,7 @@ const streamRow = (
         ...(fault?.hold === true ? { holdAt: fault.at } : {}),
         ...(disableAt === undefined ? {} : { disableAt })
       })
-      let faultFiber: Fiber.RuntimeFiber<string, ChildFailure> | undefined
+      let faultFiber: Fiber.RuntimeFiber<FaultResult, ChildFailure> | undefined
       let faultEnded = 0
       let inFlightAtFault = -1
       let last = -1
@@ -234,7 +292,8 @@ const streamRow = (
         }
         yield* Effect.sleep(100)
       }
-      const faultNote = faultFiber === undefined ? "" : yield* Fiber.join(faultFiber)
+      const faultResult: FaultResult = faultFiber === undefined ? { note: "" } : yield* Fiber.join(faultFiber)
+      const faultNote = faultResult.note
       // The receiver's last word: END, or nothing new for a second, within the grace.
       const deadline = Date.now() + plan.graceMs
       let c = yield* r.request<Counts>({ cmd: "counts" })
@@ -263,6 +322,7 @@ const streamRow = (
       const seconds = [s(p.maxCallMs), ...p.nextCallsMs.map(s)]
       return {
         scenario,
+        freeze,
         arm,
         sent: total,
         ok: p.attempted - p.failed,
@@ -270,6 +330,7 @@ const streamRow = (
         notAttempted: total - p.attempted,
         inFlightAtFault,
         closedInFlight: p.closedInFlight,
+        completedWhileFrozen: faultResult.completedWhileFrozen ?? -1,
         received: c.received,
         end: c.end,
         unknownQp: c.unknownQp,
@@ -280,24 +341,25 @@ const streamRow = (
     })
   )
 
-const frozenSends = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, ChildFailure> =>
+const frozenSends = (freeze: Freeze, arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, ChildFailure> =>
   Effect.scoped(
     Effect.gen(function* () {
       const [r, i] = yield* pair(arm, plan)
       yield* i.request({ cmd: "open", target: r.segment }, rpcTimeout(plan) * 3 + 10_000)
-      report(`scenario 4 ${arm}: receiver frozen, two sendNotification calls`)
-      r.signal("SIGSTOP")
+      report(`scenario 4 ${arm}: receiver frozen (${freeze}), two sendNotification calls`)
+      yield* setFrozen(r, freeze, true)
       const reply = yield* i
         .request<{ calls: ReadonlyArray<{ ms: number; error: string | null }> }>(
           { cmd: "timedSends", target: r.segment, n: 2, session: session() },
           rpcTimeout(plan) * 4 + 10_000
         )
-        .pipe(Effect.ensuring(Effect.sync(() => r.signal("SIGCONT"))))
+        .pipe(Effect.ensuring(Effect.ignore(setFrozen(r, freeze, false))))
       yield* Effect.sleep(500)
       const c = yield* r.request<Counts>({ cmd: "counts" })
       const errors = reply.calls.map((x) => x.error ?? "ok").join(", ")
       return {
         scenario: 4,
+        freeze,
         arm,
         sent: reply.calls.length,
         ok: reply.calls.filter((x) => x.error === null).length,
@@ -305,6 +367,7 @@ const frozenSends = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, C
         notAttempted: 0,
         inFlightAtFault: -1,
         closedInFlight: 0,
+        completedWhileFrozen: -1,
         received: c.received,
         end: true,
         unknownQp: c.unknownQp,
@@ -315,13 +378,13 @@ const frozenSends = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, C
     })
   )
 
-const frozenTransfer = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, ChildFailure> =>
+const frozenTransfer = (freeze: Freeze, arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, ChildFailure> =>
   Effect.scoped(
     Effect.gen(function* () {
       const [r, i] = yield* pair(arm, plan)
       yield* i.request({ cmd: "open", target: r.segment }, rpcTimeout(plan) * 3 + 10_000)
-      report(`scenario 5 ${arm}: receiver frozen, submitTransfer of 4 KiB with a notification`)
-      r.signal("SIGSTOP")
+      report(`scenario 5 ${arm}: receiver frozen (${freeze}), submitTransfer of 4 KiB with a notification`)
+      yield* setFrozen(r, freeze, true)
       // RDMA slice attempts, then (failover on poll, TENT's default) the TCP attempts, each bounded by the timeout.
       const bound = rpcTimeout(plan) * (plan.maxRetry + TCP_ATTEMPTS + 2) + 10_000
       const reply = yield* i
@@ -329,11 +392,12 @@ const frozenTransfer = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row
           { cmd: "frozenTransfer", target: r.segment, remoteAddr: r.addr, session: session(), boundMs: bound },
           bound + 10_000
         )
-        .pipe(Effect.ensuring(Effect.sync(() => r.signal("SIGCONT"))))
+        .pipe(Effect.ensuring(Effect.ignore(setFrozen(r, freeze, false))))
       yield* Effect.sleep(500)
       const c = yield* r.request<Counts>({ cmd: "counts" })
       return {
         scenario: 5,
+        freeze,
         arm,
         sent: 1,
         ok: reply.status === "COMPLETED" ? 1 : 0,
@@ -341,6 +405,7 @@ const frozenTransfer = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row
         notAttempted: 0,
         inFlightAtFault: -1,
         closedInFlight: 0,
+        completedWhileFrozen: -1,
         received: c.received,
         end: true,
         unknownQp: c.unknownQp,
@@ -351,22 +416,33 @@ const frozenTransfer = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row
     })
   )
 
-const recovery = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, ChildFailure> =>
+const recovery = (freeze: Freeze, arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, ChildFailure> =>
   Effect.scoped(
     Effect.gen(function* () {
       const [r, i] = yield* pair(arm, plan)
       yield* i.request({ cmd: "open", target: r.segment, warm: true }, rpcTimeout(plan) * 3 + 10_000)
-      r.signal("SIGSTOP")
+      yield* setFrozen(r, freeze, true)
       yield* i.request({ cmd: "loop", target: r.segment, session: session() })
-      report(`recovery ${arm}: receiver frozen for ${s(plan.holdMs)} s while the initiator keeps sending`)
+      report(`recovery ${arm}: receiver frozen (${freeze}) for ${s(plan.holdMs)} s while the initiator keeps sending`)
       yield* Effect.sleep(plan.holdMs)
       const t0 = Date.now()
-      r.signal("SIGCONT")
-      let at: number | null = null
+      yield* setFrozen(r, freeze, false)
+      // Recovery: the first notification the initiator sent after the resume arrives (one that waited out the freeze
+      // in a queue or a socket does not count; when the first arrival after the resume was one, it is noted).
+      let first: number | null = null
+      let fresh: number | null = null
+      let fromSeq: number | null = null
       const deadline = t0 + plan.stallMs + rpcTimeout(plan)
-      while (at === null && Date.now() < deadline) {
-        at = (yield* r.request<{ at: number | null }>({ cmd: "recoveryAfter", t: t0 })).at
-        if (at === null) yield* Effect.sleep(20)
+      while (fresh === null && Date.now() < deadline) {
+        if (fromSeq === null) fromSeq = (yield* i.request<{ seq: number | null }>({ cmd: "sentAfter", t: t0 })).seq
+        const got = yield* r.request<{ at: number | null; fresh: number | null }>({
+          cmd: "recoveryAfter",
+          t: t0,
+          fromSeq
+        })
+        first = got.at
+        fresh = got.fresh
+        if (fresh === null) yield* Effect.sleep(20)
       }
       const { sent, failed, closedInFlight } = yield* i.request<{
         sent: number
@@ -375,8 +451,13 @@ const recovery = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, Chil
       }>({ cmd: "stopLoop" })
       yield* Effect.sleep(500)
       const c = yield* r.request<Counts>({ cmd: "counts" })
+      const queued =
+        first !== null && fresh !== null && first < fresh
+          ? `; notifications sent during the freeze began arriving ${s(first - t0)} s after the resume`
+          : ""
       return {
         scenario: "recovery",
+        freeze,
         arm,
         sent,
         ok: sent - failed,
@@ -384,61 +465,78 @@ const recovery = (arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, Chil
         notAttempted: 0,
         inFlightAtFault: -1,
         closedInFlight,
+        completedWhileFrozen: -1,
         received: c.received,
         end: true,
         unknownQp: c.unknownQp,
         duplicates: c.duplicates,
-        seconds: at === null ? [] : [s(at - t0)],
+        seconds: fresh === null ? [] : [s(fresh - t0)],
         note:
-          at === null
-            ? `nothing got through within ${s(deadline - t0)} s of SIGCONT`
-            : `after a ${s(plan.holdMs)} s freeze; the initiator sent every 20 ms throughout${closedInFlight > 0 ? `; ${closedInFlight} sends reported ok were in flight on notify channels the sender closed` : ""}`
+          fresh === null
+            ? `no notification sent after the resume got through within ${s(deadline - t0)} s`
+            : `the first notification sent after the resume arrived, after a ${s(plan.holdMs)} s freeze; the initiator sent every 20 ms throughout${queued}${closedInFlight > 0 ? `; ${closedInFlight} sends reported ok were in flight on notify channels the sender closed` : ""}`
       } satisfies Row
     })
   )
 
 /** Runs one row. */
-export const runRow = (scenario: Scenario, arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, ChildFailure> => {
+export const runRow = (entry: Entry, arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, ChildFailure> => {
   const total = 2 * plan.count
-  switch (scenario) {
+  const freeze: Freeze = entry.freeze ?? "application"
+  switch (entry.scenario) {
     case 1:
-      return streamRow(1, arm, plan, report, undefined, Math.floor(total / 8))
+      return streamRow(1, null, arm, plan, report, undefined, Math.floor(total / 8))
     case 2:
-      return streamRow(2, arm, plan, report, {
+      return streamRow(2, null, arm, plan, report, {
         at: plan.count,
         run: (r) =>
-          Effect.map(
-            r.request<{ endpoints: number }>({ cmd: "fault", kind: "notifyQpError" }),
-            (x) => `receiver's notify QP (${x.endpoints} endpoint) forced to ERR after ${plan.count} of ${total} sends`
-          )
+          Effect.map(r.request<{ endpoints: number }>({ cmd: "fault", kind: "notifyQpError" }), (x) => ({
+            note: `receiver's notify QP (${x.endpoints} endpoint) forced to ERR after ${plan.count} of ${total} sends`
+          }))
       })
     case 3:
-      return streamRow(3, arm, plan, report, {
+      return streamRow(3, null, arm, plan, report, {
         at: plan.count,
         run: (r) =>
           Effect.map(
             r.request<{ retired: number; unknownQp: number }>({ cmd: "fault", kind: "retire", holdMs: 1000 }),
-            (x) => `receiver retired ${x.retired} endpoint(s) from another fiber with 1 s of completions unpolled`
+            (x) => ({
+              note: `receiver retired ${x.retired} endpoint(s) from another fiber with 1 s of completions unpolled`
+            })
           )
       })
     case 6:
-      return streamRow(6, arm, plan, report, {
-        at: Math.floor(plan.count / 2),
+      // A quarter in: what is left (3/4 of the standalone sends) must outlast what a frozen application's NIC
+      // takes (the 256 receives it has posted) plus the sender's window of 256, or no call would ever wait.
+      return streamRow(6, freeze, arm, plan, report, {
+        at: Math.floor(plan.count / 4),
         standaloneAt: true,
         hold: true,
         run: (r, i) =>
           Effect.gen(function* () {
-            r.signal("SIGSTOP")
+            yield* setFrozen(r, freeze, true)
+            const before = yield* i.request<Progress>({ cmd: "progress" })
             yield* i.request({ cmd: "release" })
-            yield* Effect.sleep(plan.holdMs).pipe(Effect.ensuring(Effect.sync(() => r.signal("SIGCONT"))))
-            return `receiver frozen ${s(plan.holdMs)} s after ${Math.floor(plan.count / 2)} standalone sends, the transfers done (a host freeze: its soft NIC stops too)`
+            const after = yield* Effect.sleep(plan.holdMs).pipe(
+              Effect.zipRight(i.request<Progress>({ cmd: "progress" })),
+              Effect.ensuring(Effect.ignore(setFrozen(r, freeze, false)))
+            )
+            const completed = after.sendsCompleted - before.sendsCompleted
+            const how =
+              freeze === "application"
+                ? "an application freeze: its soft NICs ran on"
+                : "a host freeze: SIGSTOP, its soft NIC stopped too"
+            return {
+              note: `receiver frozen ${s(plan.holdMs)} s after ${Math.floor(plan.count / 4)} standalone sends, the transfers done (${how}); during the freeze the sender posted ${after.notifySent - before.notifySent} notify sends and ${completed} completed successfully`,
+              completedWhileFrozen: completed
+            }
           })
       })
     case 4:
-      return frozenSends(arm, plan, report)
+      return frozenSends(freeze, arm, plan, report)
     case 5:
-      return frozenTransfer(arm, plan, report)
+      return frozenTransfer(freeze, arm, plan, report)
     case "recovery":
-      return recovery(arm, plan, report)
+      return recovery(freeze, arm, plan, report)
   }
 }

@@ -82,8 +82,8 @@ export class Counter {
   private total = 0
   private ended = false
   private lastAt = 0
-  /** Wall-clock ms of every receipt of the recovery kind, in order. */
-  readonly recoveryAt: Array<number> = []
+  /** Every receipt of the recovery kind (its seq, and wall-clock ms), in order. */
+  readonly recovery: Array<{ readonly seq: number; readonly at: number }> = []
 
   /** Counts one notification; returns what it was. */
   add(n: Notification, now: number = Date.now()): Decoded {
@@ -101,7 +101,7 @@ export class Counter {
       set.add(d.seq)
       this.received++
     }
-    if (d.kind === "recovery") this.recoveryAt.push(now)
+    if (d.kind === "recovery") this.recovery.push({ seq: d.seq, at: now })
     return d
   }
 

@@ -6,8 +6,10 @@
  * `TENT_PROBE_CHILD=1` and passes the arm and configuration as the first argument), never by `tent serve`.
  *
  * Receiver requests: `counts`, `fault` (`notifyQpError`: its notify QPs to ERR; `retire`: the notify poller held
- * for `holdMs`, then every endpoint retired from this request's fiber, then the poller resumed), `recoveryAfter`.
- * Initiator requests: `open`, `stream`, `progress`, `abort`, `timedSends`, `frozenTransfer`, `loop`, `stopLoop`.
+ * for `holdMs`, then every endpoint retired from this request's fiber, then the poller resumed; `freezeApp`: the
+ * application frozen or thawed, its SoftVerbs NICs running on — `Diagnostics.freezeApplication`), `recoveryAfter`.
+ * Initiator requests: `open`, `stream`, `progress`, `abort`, `timedSends`, `frozenTransfer`, `loop`, `sentAfter`,
+ * `stopLoop`.
  *
  * @since 0.1.0
  */
@@ -82,6 +84,8 @@ const program = Effect.gen(function* () {
   let loop: Fiber.RuntimeFiber<void, never> | undefined
   let loopSent = 0
   let loopFailed = 0
+  /** Wall-clock ms at which each recovery-loop send started, by seq. */
+  const loopStartedAt: Array<number> = []
 
   /** Scenario 1's fault: the initiator's notify channel towards `target` disabled (TENT `notify_connected_ = false`). */
   const disable = (target: string) =>
@@ -101,10 +105,20 @@ const program = Effect.gen(function* () {
             deferredPasses: rdma.deferredPasses
           }
         case "recoveryAfter": {
+          // The first recovery-loop notification to arrive after `t`, and the first of those the initiator sent at
+          // `fromSeq` or later (sent after `t`: not one that waited out the freeze in a queue).
           const t = req.t as number
-          return { at: counter.recoveryAt.find((x) => x >= t) ?? null }
+          const fromSeq = req.fromSeq as number | null
+          let fresh: number | null = null
+          if (fromSeq !== null)
+            for (const x of counter.recovery) if (x.seq >= fromSeq && (fresh === null || x.at < fresh)) fresh = x.at
+          return { at: counter.recovery.find((x) => x.at >= t)?.at ?? null, fresh }
         }
         case "fault": {
+          if (req.kind === "freezeApp") {
+            yield* diagnostics.freezeApplication(req.frozen === true)
+            return { ok: true }
+          }
           if (req.kind === "notifyQpError") {
             const eps = (yield* diagnostics.endpoints).filter((e) => e.notifyQpNum !== 0)
             for (const e of eps) yield* control.forceQpError(e.localNic, e.notifyQpNum)
@@ -239,6 +253,8 @@ const program = Effect.gen(function* () {
             endSent: progress.endSent,
             aborted: progress.aborted,
             pendingNotify,
+            notifySent: rdma.sent,
+            sendsCompleted: rdma.sendsCompleted,
             maxCallMs: calls[max] ?? 0,
             nextCallsMs: calls.slice(max + 1, max + 4)
           }
@@ -294,7 +310,10 @@ const program = Effect.gen(function* () {
               Effect.suspend(() =>
                 Effect.zipRight(
                   Effect.catchAll(
-                    engine.sendNotification(target, Stamp.stamp(req.session as number, loopSent++, "recovery")),
+                    Effect.suspend(() => {
+                      loopStartedAt.push(Date.now())
+                      return engine.sendNotification(target, Stamp.stamp(req.session as number, loopSent++, "recovery"))
+                    }),
                     () => Effect.sync(() => void loopFailed++)
                   ),
                   Effect.sleep(20)
@@ -303,6 +322,11 @@ const program = Effect.gen(function* () {
             )
           )
           return { ok: true }
+        }
+        case "sentAfter": {
+          const t = req.t as number
+          const seq = loopStartedAt.findIndex((x) => x >= t)
+          return { seq: seq === -1 ? null : seq }
         }
         case "stopLoop":
           if (loop !== undefined) yield* Fiber.interrupt(loop)

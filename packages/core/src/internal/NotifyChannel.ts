@@ -62,6 +62,8 @@ export class NotifyChannel {
   connected = false
   /** The peer's `notify_proto` from its `BootstrapDesc`. */
   peerProto = 0
+  /** The peer's RPC address, set by the sending side (`""` until then): whose health the slot wait consults. */
+  peerAddress = ""
   /** Sends posted and not completed, oldest first, when the resend policy tracks them. */
   readonly inFlight: Array<PendingNotification> = []
   private sendBuf: Buffer | undefined
@@ -165,11 +167,20 @@ export class NotifyChannel {
   }
 
   /**
-   * Waits for a free send slot (TENT: a condition variable without timeout; the `PeerHealth` seam may bound it):
-   * succeeds when a slot is free or the channel stopped being connected.
+   * Waits for a free send slot (TENT: a condition variable without timeout; the `PeerHealth` seam may bound it, and
+   * may say the peer is unreachable, when it fails at once): succeeds when a slot is free or the channel stopped
+   * being connected.
    */
   readonly awaitSlot: Effect.Effect<void, EndpointUnavailable> = Effect.suspend(() => {
     if (!this.connected || this.pending < NOTIFY_SLOTS) return Effect.void
+    const { peerHealth } = this.policies
+    if (this.peerAddress !== "" && peerHealth.unreachable(this.peerAddress)) {
+      return Effect.fail(
+        this.unavailable(
+          `no free notify send slot, and the peer ${this.peerAddress} is marked unreachable: not waiting`
+        )
+      )
+    }
     const wait = Effect.async<void>((resume) => {
       const wake = () => {
         this.waiters.delete(wake)
@@ -178,7 +189,7 @@ export class NotifyChannel {
       this.waiters.add(wake)
       return Effect.sync(() => void this.waiters.delete(wake))
     })
-    const bound = this.policies.peerHealth.slotWait
+    const bound = peerHealth.slotWait
     const bounded =
       bound === undefined
         ? wait

@@ -29,6 +29,8 @@ export class BoundListener implements ListenerShape {
   private readonly waiting = new Set<Net.Socket>()
   /** Every connection not closed yet, held or served: closing the listener closes them. */
   private readonly open = new Set<Net.Socket>()
+  /** While frozen (see {@link freeze}): the served connections it paused, and the new ones it holds. */
+  private frozen: { readonly paused: Set<Net.Socket>; readonly held: Set<Net.Socket> } | undefined
 
   constructor(
     readonly host: string,
@@ -38,11 +40,19 @@ export class BoundListener implements ListenerShape {
     private readonly server: Net.Server
   ) {}
 
-  /** A new connection: handed to the handler, or held paused until one is attached. */
+  /** A new connection: handed to the handler, or held paused until one is attached (or the listener thaws). */
   readonly accept = (socket: Net.Socket): void => {
     socket.on("error", () => {})
     this.open.add(socket)
     socket.once("close", () => this.open.delete(socket))
+    this.route(socket)
+  }
+
+  private route(socket: Net.Socket): void {
+    if (this.frozen !== undefined) {
+      this.frozen.held.add(socket)
+      return
+    }
     if (this.onSocket !== undefined) {
       this.onSocket(socket)
       return
@@ -56,7 +66,7 @@ export class BoundListener implements ListenerShape {
     this.onSocket = onSocket
     const held = Array.from(this.waiting)
     this.waiting.clear()
-    for (const socket of held) onSocket(socket)
+    for (const socket of held) this.route(socket)
     return true
   }
 
@@ -65,11 +75,38 @@ export class BoundListener implements ListenerShape {
     this.onSocket = undefined
   }
 
+  /**
+   * Freezes (or thaws) the server as a stopped process would look to its peers while its kernel runs on: the kernel
+   * still completes TCP handshakes and buffers what arrives, and nothing is read or answered. Frozen, every served
+   * connection is paused and new ones are accepted and held unread; thawed, the paused ones resume and the held ones
+   * go to the handler (or wait for one), their buffered requests read and answered as if nothing had happened.
+   * Replies already on their way out still leave. For fault injection (`tent probe`'s application freeze).
+   */
+  freeze(frozen: boolean): void {
+    if (frozen) {
+      if (this.frozen !== undefined) return
+      const paused = new Set<Net.Socket>()
+      for (const socket of this.open) {
+        if (this.waiting.has(socket) || socket.isPaused()) continue
+        socket.pause()
+        paused.add(socket)
+      }
+      this.frozen = { paused, held: new Set() }
+      return
+    }
+    const was = this.frozen
+    if (was === undefined) return
+    this.frozen = undefined
+    for (const socket of was.paused) if (!socket.destroyed) socket.resume()
+    for (const socket of was.held) if (!socket.destroyed) this.route(socket)
+  }
+
   /** Stops listening and closes every connection, held or served. */
   close(): Effect.Effect<void> {
     return Effect.async<void>((resume) => {
       this.server.close(() => resume(Effect.void))
       this.waiting.clear()
+      this.frozen = undefined
       for (const socket of this.open) socket.destroy()
     })
   }

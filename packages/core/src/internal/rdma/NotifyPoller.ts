@@ -35,6 +35,8 @@ export interface NotifyCounters {
   notifyErrors: number
   /** Notifications posted. */
   sent: number
+  /** Notify sends that completed successfully (the peer's NIC acknowledged them). */
+  sendsCompleted: number
   /** Passes that found a CQ with more than 16 completions and left the rest for the next turn. */
   deferredPasses: number
   /**
@@ -53,6 +55,7 @@ export const makeCounters = (): NotifyCounters => ({
   flushed: 0,
   notifyErrors: 0,
   sent: 0,
+  sendsCompleted: 0,
   deferredPasses: 0,
   closedInFlight: 0
 })
@@ -124,8 +127,10 @@ export const start = (options: {
       counters.unknownQp++
       return
     }
-    if (isSend) ep.notify.onSendComplete()
-    else if (w.opcode === WcOpcode.RECV) {
+    if (isSend) {
+      counters.sendsCompleted++
+      ep.notify.onSendComplete()
+    } else if (w.opcode === WcOpcode.RECV) {
       ep.notify.onRecvDone()
       handleRecv(ep, w.wrId, w.byteLen)
     }

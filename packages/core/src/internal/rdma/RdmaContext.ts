@@ -103,13 +103,15 @@ export const openDevices = (
 /**
  * Polls `device`'s data CQs 64 completions a pass as their completion-channel listener, handing each completion of a
  * QP in `table` (QP number → endpoint and lane) to `sink()` (read per completion: the slice engine installs it).
+ * Returns how to pause it (completions stay in the CQ) and resume it (the CQ is polled at once).
  */
 export const pollData = (
   device: RdmaDevice,
   table: ReadonlyMap<number, { readonly ep: RdmaEndpoint; readonly lane: number }>,
   sink: () => DataCompletionSink
-): void => {
+): ((paused: boolean) => void) => {
   const wc = WorkCompletions.array(64)
+  let paused = false
   const pass = (): number => {
     let total = 0
     const deliver = sink()
@@ -126,7 +128,7 @@ export const pollData = (
   }
   let inRun = false
   const run = (): void => {
-    if (inRun) return
+    if (inRun || paused) return
     inRun = true
     try {
       for (;;) {
@@ -140,4 +142,8 @@ export const pollData = (
   }
   for (const cq of device.dataCqs) cq.setNotify(run)
   run()
+  return (p) => {
+    paused = p
+    if (!p) run()
+  }
 }

@@ -50,6 +50,8 @@ export interface RdmaTransportShape {
   readonly devices: ReadonlyArray<RdmaDevice>
   readonly counters: NotifyPoller.NotifyCounters
   readonly poller: NotifyPoller.NotifyPoller
+  /** Stops (or resumes) polling the data CQs: their completions wait in the CQs meanwhile. */
+  readonly pauseDataPollers: (paused: boolean) => void
   /** TENT `RdmaTransport::sendNotification`: first enabled device → the peer's NIC 0. */
   readonly sendNotification: (segment: string, n: Notification) => Effect.Effect<void, RdmaNotifyError>
   /** Posts `n` on the endpoint from `device` to the peer's `peerNic` (the resend's walk over NIC pairs). */
@@ -144,8 +146,9 @@ export const make = Effect.gen(function* () {
     counters
   })
   yield* Effect.addFinalizer(() => Effect.sync(() => poller.stop()))
-  for (const d of devices)
+  const dataPollers = devices.map((d) =>
     pollData(d, dataByNum[d.index] as Map<number, { ep: RdmaEndpoint; lane: number }>, () => sink)
+  )
 
   // Reclaim retired endpoints (TENT's monitor thread, every ≥ 1 s).
   yield* Effect.forkScoped(
@@ -235,6 +238,7 @@ export const make = Effect.gen(function* () {
     Effect.gen(function* () {
       const { target } = yield* targetOf(segment)
       const ep = yield* getEndpoint(device, target, peerNic)
+      ep.notify.peerAddress = target.address
       yield* Effect.zipRight(ep.notify.awaitSlot, post(ep, n, stamp))
     }) as Effect.Effect<void, RdmaNotifyError>
 
@@ -254,6 +258,7 @@ export const make = Effect.gen(function* () {
       }
       const { nic, target } = yield* targetOf(segment)
       const ep = yield* getEndpoint(device, target, nic)
+      ep.notify.peerAddress = target.address
       lastEndpoint.set(segment, ep)
       yield* Effect.zipRight(ep.notify.awaitSlot, post(ep, n))
     }) as Effect.Effect<void, RdmaNotifyError>
@@ -278,6 +283,9 @@ export const make = Effect.gen(function* () {
     devices,
     counters,
     poller,
+    pauseDataPollers: (paused) => {
+      for (const pause of dataPollers) pause(paused)
+    },
     sendNotification,
     sendVia,
     onBootstrap,
