@@ -6,6 +6,7 @@
  *
  * @since 0.1.0
  */
+export * as CtrlFrame from "./CtrlFrame.js"
 export * as Dedup from "./Dedup.js"
 export * as DescriptorPolicy from "./DescriptorPolicy.js"
 export * as Diagnostics from "./Diagnostics.js"

@@ -1,0 +1,248 @@
+/**
+ * The classic Mooncake engine's `CtrlFrame` v1, type `NOTIFY_COMPAT`: the typed frame RFC PR 6 puts a notification in
+ * when the peer advertised `notify_proto` ≥ 1, so it can carry a `(session, seq)` stamp. Byte for byte the C++ codec
+ * of `mooncake-transfer-engine` at commit aa0ce4c74 ("[TE] Add RDMA ctrl frame codec and sender credit ledger"):
+ * `include/transport/rdma_twosided/ctrl_frame.h` (h:) and `src/transport/rdma_twosided/ctrl_frame.cpp` (cpp:).
+ *
+ * A 44-byte little-endian header (h:26-33) — magic u32 @0 (`0x434B434D`, bytes "MCKC"), version u8 @4, type u8 @5,
+ * flags u16 @6, session u64 @8, epoch u64 @16, seq u64 @24, ack_seq u64 @32, payload_len u32 @40 — then the payload,
+ * which for `NOTIFY_COMPAT` is TENT's raw notification `[u32 name_len][name][u32 msg_len][msg]` (cpp:45-59), read and
+ * written here with `@tent/rpc`'s `NotifyWire`. The C++ writes host-order PODs with `memcpy` (cpp:25-37); the header
+ * comment fixes the wire as little-endian (h:26), which this module always writes and reads.
+ *
+ * Decoding follows `decodeCtrlFrame` (cpp:216-250) then `decodeNotifyCompatPayload` (cpp:61-83); a frame either of
+ * them rejects is rejected here, with the {@link Reject} code of the first failing check in the C++ order:
+ *
+ * - fewer than 44 bytes: `len < kCtrlFrameHeaderSize` (cpp:217) → `Short`;
+ * - magic other than `kCtrlFrameMagic` (cpp:226-227, h:29) → `Magic`;
+ * - version other than 1, so 0 and 2..255 alike: `version != kCtrlFrameVersion` (cpp:233, h:30-32: "no silent
+ *   forward compatibility") → `Version`;
+ * - type outside 1..10: `!isKnownCtrlFrameType(type)` (cpp:234, h:57-60) → `Type`. Types 1..9 (credit, ack, session,
+ *   fence frames) pass the C++ frame decoder but are not notifications: only `NOTIFY_COMPAT` (h:45) carries the
+ *   name/msg payload, so this codec rejects them too → `NotNotify`;
+ * - any flag bit other than bit 0 `NeedsAck`: `(flags & ~kCtrlFrameKnownFlagsMask) != 0` (cpp:235, h:53-55) →
+ *   `Flags`;
+ * - `payload_len` different from the bytes after the header: `end - ptr != payload_len` (cpp:236-237). This one check
+ *   rejects both a payload running past the end and trailing bytes after the payload → `PayloadLength`;
+ * - session, epoch, seq and ack_seq: any u64 (cpp:224, 228-231; no check);
+ * - payload shorter than the two length prefixes: `len < 8` (cpp:63) → `PayloadShort`;
+ * - `name_len` larger than what follows it, or leaving no room for `msg_len`: cpp:68 and the `readPod` of cpp:72 →
+ *   `NameTooLong`;
+ * - `msg_len` larger than what follows it (cpp:73) → `MsgTooLong`;
+ * - bytes after `msg` inside the payload: `requireExactEnd` (cpp:76, cpp:39-41) → `Trailing`. TENT's raw slot decoder
+ *   (`NotifyWire.decode`) ignores them; the typed frame does not;
+ * - on any reject the output is left as it was (cpp:78-81, cpp:239-248): {@link decodeInto} writes `out` only on
+ *   success.
+ *
+ * Encoding follows `encodeCtrlFrame` (cpp:193-214): version 1, type `NOTIFY_COMPAT`, flags limited to the known bits
+ * (cpp:197), payload at most `UINT32_MAX` bytes (cpp:199; name and msg each too, cpp:47-49).
+ *
+ * {@link isCtrlFrame} is `isCtrlFrameMagic` (cpp:186-191): the first four bytes only. On the notify slot it tells a
+ * typed frame from a raw one without ambiguity: a raw frame starting with those bytes would declare a
+ * `name_len` of 0x434B434D (1.1 GB), which no 65 536-byte slot holds.
+ *
+ * {@link encode} / {@link decode} work on whole frames and any header values; {@link encodeInto} / {@link decodeInto}
+ * are the notify slot's hot path: plain synchronous code on caller-provided Buffers, stamping `(session, seq)` with
+ * epoch, ack_seq and flags 0.
+ *
+ * @since 0.1.0
+ */
+import { NotifyWire } from "@tent/rpc"
+
+/** Bytes of the header (`kCtrlFrameHeaderSize`). */
+export const HEADER_BYTES = 44
+
+/** `kCtrlFrameMagic`: the bytes `4D 43 4B 43` ("MCKC") read as a little-endian u32. */
+export const MAGIC = 0x434b434d
+
+/** `kCtrlFrameVersion`: the only version either side accepts. */
+export const VERSION = 1
+
+/** `CtrlFrameType::NOTIFY_COMPAT`: a notification, payload `[u32 name_len][name][u32 msg_len][msg]`. */
+export const TYPE_NOTIFY_COMPAT = 10
+
+/** `CtrlFrameFlags::NeedsAck`, bit 0: the only flag bit v1 knows (`kCtrlFrameKnownFlagsMask`). */
+export const FLAG_NEEDS_ACK = 1
+
+/** The largest `name.length + msg.length` one frame carries in a notify slot: 65 536 − 44 − 8 = 65 484. */
+export const MAX_PAYLOAD = NotifyWire.SLOT_BYTES - HEADER_BYTES - NotifyWire.HEADER_BYTES
+
+/** Why a received frame was rejected (counted or reported by the caller, never thrown); distinct from `NotifyWire`'s. */
+export const Reject = {
+  /** Fewer than 44 bytes (cpp:217). */
+  Short: 10,
+  /** Not `MAGIC` (cpp:226). */
+  Magic: 11,
+  /** Version other than 1 (cpp:233). */
+  Version: 12,
+  /** Type outside 1..10 (cpp:234). */
+  Type: 13,
+  /** A known type other than `NOTIFY_COMPAT`: a control frame, not a notification. */
+  NotNotify: 14,
+  /** A flag bit other than `NeedsAck` (cpp:235). */
+  Flags: 15,
+  /** `payload_len` is not exactly the bytes after the header (cpp:236). */
+  PayloadLength: 16,
+  /** Payload shorter than 8 bytes (cpp:63). */
+  PayloadShort: 17,
+  /** `name_len` overruns the payload (cpp:68, cpp:72). */
+  NameTooLong: 18,
+  /** `msg_len` overruns the payload (cpp:73). */
+  MsgTooLong: 19,
+  /** Bytes after `msg` inside the payload (cpp:76). */
+  Trailing: 20
+} as const
+
+/** A whole `NOTIFY_COMPAT` frame: the header fields a sender chooses, and the notification. */
+export interface Frame {
+  readonly session: bigint
+  readonly epoch: bigint
+  readonly seq: bigint
+  readonly ackSeq: bigint
+  /** 0 or {@link FLAG_NEEDS_ACK}. */
+  readonly flags: number
+  readonly name: Uint8Array
+  readonly msg: Uint8Array
+}
+
+/**
+ * Where {@link decodeInto} found the name and message, and the frame's stamp. The same shape as `Dedup.DecodedFrame`,
+ * which it fills as well; reuse one object.
+ */
+export class StampedRanges extends NotifyWire.DecodedRanges {
+  stamped = false
+  session = 0n
+  seq = 0n
+}
+
+const OFF_VERSION = 4
+const OFF_TYPE = 5
+const OFF_FLAGS = 6
+const OFF_SESSION = 8
+const OFF_EPOCH = 16
+const OFF_SEQ = 24
+const OFF_ACK_SEQ = 32
+const OFF_PAYLOAD_LEN = 40
+const TYPE_MIN = 1
+const UINT32_MAX = 0xffffffff
+
+// NotifyWire.decode writes its ranges before the exact-end check runs: decode into this, copy to `out` on success.
+const scratch = new NotifyWire.DecodedRanges()
+
+/** Writes the 44-byte header at `offset`. */
+const writeHeader = (
+  buf: Buffer,
+  offset: number,
+  flags: number,
+  session: bigint,
+  epoch: bigint,
+  seq: bigint,
+  ackSeq: bigint,
+  payloadLen: number
+): void => {
+  buf.writeUInt32LE(MAGIC, offset)
+  buf[offset + OFF_VERSION] = VERSION
+  buf[offset + OFF_TYPE] = TYPE_NOTIFY_COMPAT
+  buf.writeUInt16LE(flags, offset + OFF_FLAGS)
+  buf.writeBigUInt64LE(session, offset + OFF_SESSION)
+  buf.writeBigUInt64LE(epoch, offset + OFF_EPOCH)
+  buf.writeBigUInt64LE(seq, offset + OFF_SEQ)
+  buf.writeBigUInt64LE(ackSeq, offset + OFF_ACK_SEQ)
+  buf.writeUInt32LE(payloadLen, offset + OFF_PAYLOAD_LEN)
+}
+
+/**
+ * Encodes a whole frame into a new array. Like `encodeCtrlFrame` it refuses flags outside {@link FLAG_NEEDS_ACK}
+ * and a payload above `UINT32_MAX` bytes; it throws a `RangeError` for those and for a u64 field outside
+ * `[0, 2^64)`: a caller's bug, not a wire condition.
+ */
+export const encode = (frame: Frame): Uint8Array => {
+  const { flags, msg, name } = frame
+  if (flags !== (flags & FLAG_NEEDS_ACK)) throw new RangeError(`CtrlFrame flags ${flags}: only NeedsAck (1) is known`)
+  const payloadLen = NotifyWire.HEADER_BYTES + name.length + msg.length
+  if (payloadLen > UINT32_MAX) throw new RangeError(`CtrlFrame payload of ${payloadLen} bytes: above UINT32_MAX`)
+  const buf = Buffer.alloc(HEADER_BYTES + payloadLen)
+  writeHeader(buf, 0, flags, frame.session, frame.epoch, frame.seq, frame.ackSeq, payloadLen)
+  NotifyWire.encode(buf, HEADER_BYTES, name, msg, payloadLen)
+  return new Uint8Array(buf.buffer, buf.byteOffset, buf.length)
+}
+
+/**
+ * The notify slot's encoder: a `NOTIFY_COMPAT` frame stamped `(session, seq)`, epoch 0, ack_seq 0, flags 0, written
+ * into `buf` at `offset`. Returns the frame's length, or -1 when it does not fit one notify slot
+ * (`NotifyWire.SLOT_BYTES`), in which case nothing is written. The caller makes sure `buf` has room; `session` and
+ * `seq` must be u64s (`RangeError` otherwise).
+ */
+export const encodeInto = (
+  buf: Buffer,
+  offset: number,
+  session: bigint,
+  seq: bigint,
+  name: Uint8Array,
+  msg: Uint8Array
+): number => {
+  const payloadLen = NotifyWire.encode(buf, offset + HEADER_BYTES, name, msg, NotifyWire.SLOT_BYTES - HEADER_BYTES)
+  if (payloadLen < 0) return -1
+  writeHeader(buf, offset, 0, session, 0n, seq, 0n, payloadLen)
+  return HEADER_BYTES + payloadLen
+}
+
+/** Whether `buf[offset, offset + len)` starts with {@link MAGIC} (`isCtrlFrameMagic`): a typed frame, not a raw one. */
+export const isCtrlFrame = (buf: Buffer, offset: number, len: number): boolean =>
+  len >= 4 && buf.readUInt32LE(offset) === MAGIC
+
+/** The header and payload checks, in the C++ order; fills `scratch` on success. */
+const check = (buf: Buffer, offset: number, len: number): number => {
+  if (len < HEADER_BYTES) return Reject.Short
+  if (buf.readUInt32LE(offset) !== MAGIC) return Reject.Magic
+  if (buf[offset + OFF_VERSION] !== VERSION) return Reject.Version
+  const type = buf[offset + OFF_TYPE]
+  if (type < TYPE_MIN || type > TYPE_NOTIFY_COMPAT) return Reject.Type
+  if ((buf.readUInt16LE(offset + OFF_FLAGS) & ~FLAG_NEEDS_ACK) !== 0) return Reject.Flags
+  const payloadLen = buf.readUInt32LE(offset + OFF_PAYLOAD_LEN)
+  if (payloadLen !== len - HEADER_BYTES) return Reject.PayloadLength
+  if (type !== TYPE_NOTIFY_COMPAT) return Reject.NotNotify
+  const raw = NotifyWire.decode(buf, offset + HEADER_BYTES, payloadLen, scratch)
+  if (raw === NotifyWire.Reject.NameTooLong) return Reject.NameTooLong
+  if (raw === NotifyWire.Reject.MsgTooLong) return Reject.MsgTooLong
+  if (raw !== 0) return Reject.PayloadShort
+  if (scratch.msgEnd !== offset + len) return Reject.Trailing
+  return 0
+}
+
+/**
+ * The notify slot's decoder: checks `buf[offset, offset + len)` as the C++ decoders do and, on success, sets `out` to
+ * the name and message ranges (offsets into `buf`) and the stamp (`stamped = true`, `session`, `seq`); returns 0, or a
+ * {@link Reject} code and leaves `out` as it was. Epoch, ack_seq and flags are checked, not reported ({@link decode}
+ * reports them). Copy the bytes out before the slot is reposted.
+ */
+export const decodeInto = (buf: Buffer, offset: number, len: number, out: StampedRanges): number => {
+  const code = check(buf, offset, len)
+  if (code !== 0) return code
+  out.nameStart = scratch.nameStart
+  out.nameEnd = scratch.nameEnd
+  out.msgStart = scratch.msgStart
+  out.msgEnd = scratch.msgEnd
+  out.stamped = true
+  out.session = buf.readBigUInt64LE(offset + OFF_SESSION)
+  out.seq = buf.readBigUInt64LE(offset + OFF_SEQ)
+  return 0
+}
+
+/**
+ * Decodes a whole frame, or returns `undefined` for one the C++ decoders reject (see the module's rules). `name` and
+ * `msg` are copies, independent of `bytes`. Never throws.
+ */
+export const decode = (bytes: Uint8Array): Frame | undefined => {
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  if (check(buf, 0, buf.length) !== 0) return undefined
+  return {
+    session: buf.readBigUInt64LE(OFF_SESSION),
+    epoch: buf.readBigUInt64LE(OFF_EPOCH),
+    seq: buf.readBigUInt64LE(OFF_SEQ),
+    ackSeq: buf.readBigUInt64LE(OFF_ACK_SEQ),
+    flags: buf.readUInt16LE(OFF_FLAGS),
+    name: bytes.slice(scratch.nameStart, scratch.nameEnd),
+    msg: bytes.slice(scratch.msgStart, scratch.msgEnd)
+  }
+}
