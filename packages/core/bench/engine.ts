@@ -32,9 +32,21 @@
  *   which run every `peer_health/probe_interval_ms` from the engine's start), so it is the median of a thaw at a
  *   random moment; floor: `peer_health/probe_interval_ms` itself (ratio: the share of a prober period a resumed peer
  *   stays refused; the prober's design alone gives 0.5).
+ * - `dedup_ns_per_op` and `dedup_mixed_ns_per_op` (RFC PR 6, `internal/ReplayWindow.ts`): `SessionTable.admit(session,
+ *   seq)` in this process, median ns per call over untimed-warmed repetitions of 2^18 (`--quick`) or 2^20 stamps on one
+ *   session, each repetition on a fresh table: seqs in order, then the same count reordered within the window (blocks
+ *   of 256 shuffled, one copy of a seq 100 places away every 8 stamps, so about 11% duplicates). Goal ≤ 100 ns. Floor:
+ *   the least the window's bookkeeping could cost, a bit test-and-set in one `Uint32Array(128)` per stamp of the same
+ *   stream as plain numbers (no BigInt, no session lookup, no clock). The log splits the figure: the table with `now`
+ *   passed by the caller, the window alone, and one read of the table's clock.
+ * - `dedup_bytes_per_session`: heap plus `ArrayBuffer` growth (`process.memoryUsage()`, after a full GC) of one table
+ *   given 10 000 new sessions, per session, the session ids created inside the measurement (the table keeps them).
+ *   Goal ≤ 600 B. Floor: the 4096-bit bitmap itself, 512 B.
  */
 import * as Net from "node:net"
 import { fileURLToPath } from "node:url"
+import * as V8 from "node:v8"
+import * as Vm from "node:vm"
 import { PeerHealth } from "@tent/health"
 import { type Notification, NotifyWire, RpcConfig } from "@tent/rpc"
 import {
@@ -51,6 +63,7 @@ import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
 import { frameSplitter } from "@tent/verbs/bench/frames"
 import { Context, Duration, Effect, Layer, Logger, LogLevel, type Scope, Stream } from "effect"
 import { Diagnostics, Series, TransferEngine } from "../src/index.js"
+import { ReplayWindow, SessionTable, Verdict, WINDOW_WORDS } from "../src/internal/ReplayWindow.js"
 import { type Child, spawnChild } from "../test/fixtures/child.js"
 import { engineLayer } from "../test/fixtures/engine.js"
 
@@ -574,8 +587,141 @@ const frozenFigures = (quickRounds: number, recoveryRounds: number, log: (l: str
     }
   })
 
+/** The session of the dedup figures: any u64 (a sender's random session id). */
+const DEDUP_SESSION = 0x9e3779b97f4a7c15n
+
+/** `count` seqs from 0 reordered within the window: blocks of 256 shuffled, a copy of a seq 100 places on every 8. */
+const reordered = (count: number): Array<number> => {
+  const out: Array<number> = []
+  let x = 0x2545f491
+  for (let b = 0; out.length < count; b += 256) {
+    const block = Array.from({ length: 256 }, (_, i) => b + i)
+    for (let i = 255; i > 0; i--) {
+      x ^= x << 13
+      x ^= x >>> 17
+      x ^= x << 5
+      const j = (x >>> 0) % (i + 1)
+      const t = block[i] as number
+      block[i] = block[j] as number
+      block[j] = t
+    }
+    for (let i = 0; i < 256; i++) {
+      out.push(block[i] as number)
+      if (i % 8 === 0) out.push(block[(i + 100) % 256] as number)
+    }
+  }
+  out.length = count
+  return out
+}
+
+/** Median ns per element of `pass` over `reps` timed passes after one untimed one; `pass` returns a checksum. */
+const nsPerOp = (count: number, reps: number, pass: () => number): number => {
+  let sink = pass()
+  const ns: Array<number> = []
+  for (let r = 0; r < reps; r++) {
+    const t0 = performance.now()
+    sink += pass()
+    ns.push(((performance.now() - t0) * 1e6) / count)
+  }
+  if (sink < 0) throw new Error("unreachable")
+  return median(ns)
+}
+
+/** A full GC if V8 lets this process have one (`--expose-gc` set at run time), for the bytes-per-session figure. */
+const fullGc = (): (() => void) | undefined => {
+  try {
+    V8.setFlagsFromString("--expose-gc")
+    return Vm.runInNewContext("gc") as () => void
+  } catch {
+    return undefined
+  }
+}
+
+/** `dedup_ns_per_op`, `dedup_mixed_ns_per_op`, `dedup_bytes_per_session` and their floors (RFC PR 6's window). */
+const dedupFigures = (quick: boolean, log: (l: string) => void) => {
+  const count = quick ? 1 << 18 : 1 << 20
+  const reps = quick ? 5 : 9
+  const inOrder = Array.from({ length: count }, (_, i) => i)
+  const mixed = reordered(count)
+  const big = (xs: Array<number>) => xs.map((x) => BigInt(x))
+  const inOrderBig = big(inOrder)
+  const mixedBig = big(mixed)
+  const table = (seqs: Array<bigint>) => () => {
+    const t = new SessionTable()
+    let n = 0
+    for (let i = 0; i < seqs.length; i++) if (t.admit(DEDUP_SESSION, seqs[i] as bigint)) n++
+    return n
+  }
+  const tableNow = (seqs: Array<bigint>) => () => {
+    const t = new SessionTable()
+    const now = performance.now()
+    let n = 0
+    for (let i = 0; i < seqs.length; i++) if (t.admit(DEDUP_SESSION, seqs[i] as bigint, now)) n++
+    return n
+  }
+  const window = (seqs: Array<bigint>) => () => {
+    const w = new ReplayWindow()
+    let n = 0
+    for (let i = 0; i < seqs.length; i++) if (w.admit(seqs[i] as bigint) === Verdict.Accepted) n++
+    return n
+  }
+  const floor = (seqs: Array<number>) => () => {
+    const bits = new Uint32Array(WINDOW_WORDS)
+    let n = 0
+    for (let i = 0; i < seqs.length; i++) {
+      const p = (seqs[i] as number) & 4095
+      const w = p >>> 5
+      const m = 1 << (p & 31)
+      const v = bits[w] as number
+      if ((v & m) === 0) {
+        bits[w] = v | m
+        n++
+      } else bits[w] = v & ~m
+    }
+    return n
+  }
+  const clock = () => {
+    let n = 0
+    for (let i = 0; i < count; i++) n += performance.now()
+    return n
+  }
+  const inOrderNs = nsPerOp(count, reps, table(inOrderBig))
+  const inOrderFloor = nsPerOp(count, reps, floor(inOrder))
+  const mixedNs = nsPerOp(count, reps, table(mixedBig))
+  const mixedFloor = nsPerOp(count, reps, floor(mixed))
+  const f = (ns: number) => ns.toFixed(1)
+  log(
+    `dedup admit: in order ${f(inOrderNs)} ns/op (floor ${f(inOrderFloor)}), reordered ${f(mixedNs)} ns/op ` +
+      `(floor ${f(mixedFloor)}); goal ≤ 100 ns. With now passed: ${f(nsPerOp(count, reps, tableNow(inOrderBig)))} / ` +
+      `${f(nsPerOp(count, reps, tableNow(mixedBig)))} ns; the window alone: ${f(nsPerOp(count, reps, window(inOrderBig)))} / ` +
+      `${f(nsPerOp(count, reps, window(mixedBig)))} ns; one performance.now(): ${f(nsPerOp(count, reps, clock))} ns`
+  )
+  // Bytes per session: 10 000 new sessions in one table, ids made inside the measurement.
+  const sessions = 10_000
+  const gc = fullGc()
+  const settle = () => {
+    gc?.()
+    gc?.()
+    const m = process.memoryUsage()
+    return m.heapUsed + m.arrayBuffers
+  }
+  const before = settle()
+  const t = new SessionTable({ maxSessions: sessions })
+  for (let i = 0; i < sessions; i++) t.admit(BigInt.asUintN(64, DEDUP_SESSION * BigInt(i + 1)), BigInt(i))
+  const bytes = (settle() - before) / sessions
+  if (t.counters.sessions !== sessions) throw new Error(`dedup: ${t.counters.sessions} sessions, ${sessions} expected`)
+  log(
+    `dedup bytes per session ${bytes.toFixed(1)} over ${sessions} sessions (floor: the 512 B bitmap); goal ≤ 600 B` +
+      (gc === undefined ? " (no full GC available: noisy)" : "")
+  )
+  return { inOrderNs, inOrderFloor, mixedNs, mixedFloor, bytes }
+}
+
 /** Runs the suite. */
 export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchResult>> => {
+  const dedupStart = performance.now()
+  const dedup = dedupFigures(options.quick, options.log)
+  options.log(`dedup figures: ${((performance.now() - dedupStart) / 1000).toFixed(1)} s`)
   const rounds = options.quick ? 1000 : 5000
   // Untimed ping-pongs before the timed ones, for the floor and the engine alike: both processes' code is JIT-compiled
   // by then (with 1000 cold rounds the median measured V8's tiering, not the notify path).
@@ -648,6 +794,30 @@ export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchRes
       better: "lower",
       floor: PROBE_INTERVAL_MS,
       ratio: frozen.recoveryMs / PROBE_INTERVAL_MS
+    },
+    {
+      name: "dedup_ns_per_op",
+      unit: "ns",
+      value: dedup.inOrderNs,
+      better: "lower",
+      floor: dedup.inOrderFloor,
+      ratio: dedup.inOrderNs / dedup.inOrderFloor
+    },
+    {
+      name: "dedup_mixed_ns_per_op",
+      unit: "ns",
+      value: dedup.mixedNs,
+      better: "lower",
+      floor: dedup.mixedFloor,
+      ratio: dedup.mixedNs / dedup.mixedFloor
+    },
+    {
+      name: "dedup_bytes_per_session",
+      unit: "B",
+      value: dedup.bytes,
+      better: "lower",
+      floor: WINDOW_WORDS * 4,
+      ratio: dedup.bytes / (WINDOW_WORDS * 4)
     }
   ]
 }
