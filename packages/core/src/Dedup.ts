@@ -13,8 +13,13 @@
  *
  * @since 0.1.0
  */
+import { randomBytes } from "node:crypto"
 import type { Notification, NotificationStamp } from "@tent/rpc"
-import { Context, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
+import type { ConfigError } from "effect/ConfigError"
+import * as CtrlFrame from "./CtrlFrame.js"
+import * as EngineConfig from "./EngineConfig.js"
+import { type DedupCounters, SessionTable, type SessionTableOptions } from "./internal/ReplayWindow.js"
 import * as NotifyFrame from "./NotifyFrame.js"
 
 /** The `(session, seq)` a sender puts on a notification (RFC PR 6): the `Notify` request's `NotificationStamp`. */
@@ -44,6 +49,8 @@ export interface DedupShape {
   readonly admit: (sender: string, stamp: Stamp | undefined) => boolean
   /** The largest `name.length + msg.length` one frame carries. */
   readonly maxPayload: number
+  /** What the dedup window counted (RFC PR 6); legacy: none. */
+  readonly counters?: DedupCounters | undefined
 }
 
 /** The framing and dedup policy of the notify channel. */
@@ -61,3 +68,49 @@ export const legacy: DedupShape = {
 
 /** {@link legacy} as a Layer. */
 export const layerLegacy: Layer.Layer<Dedup> = Layer.succeed(Dedup, legacy)
+
+/** A sender session id: 64 random bits, new each time an engine starts (never 0). */
+const newSession = (): bigint => {
+  for (;;) {
+    const s = randomBytes(8).readBigUInt64LE(0)
+    if (s !== 0n) return s
+  }
+}
+
+/**
+ * RFC PR 6 with the window's bounds (`notification/dedup_*`): `notify_proto` 1; to a peer that advertised ≥ 1 every
+ * notification is stamped `(session, seq)` — this engine's random session, a seq that grows by one per stamp — and
+ * framed as `CtrlFrame` v1 (`NOTIFY_COMPAT`); to a peer that advertised 0 (or predates the field) it goes unstamped in
+ * TENT's raw frame, byte for byte the old traffic. A received payload that starts with the frame's magic is decoded
+ * by the C++ decoder's rules, anything else as a raw frame (a raw frame cannot start with the magic: it would declare
+ * a 1.1 GB name). Admission: unstamped notifications pass; stamped ones pass a per-sender-session anti-replay window
+ * (high-water mark + 4096 bits), one for every transport, so a copy is dropped whichever transport carried it.
+ */
+export const makeSeries = (options: SessionTableOptions = {}): DedupShape => {
+  const session = newSession()
+  let next = 0n
+  const table = new SessionTable(options)
+  return {
+    notifyProto: 1,
+    stamp: (peerProto) => (peerProto >= 1 ? { session, seq: ++next } : undefined),
+    encode: (buf, offset, n, stamp, peerProto) =>
+      stamp !== undefined && peerProto >= 1
+        ? CtrlFrame.encodeInto(buf, offset, stamp.session, stamp.seq, n.name, n.msg)
+        : NotifyFrame.encode(buf, offset, n.name, n.msg),
+    decode: (buf, offset, len, out) => {
+      if (CtrlFrame.isCtrlFrame(buf, offset, len)) return CtrlFrame.decodeInto(buf, offset, len, out)
+      out.stamped = false
+      return NotifyFrame.decode(buf, offset, len, out)
+    },
+    admit: (_sender, stamp) => (stamp === undefined ? table.unstamped() : table.admit(stamp.session, stamp.seq)),
+    // A slot holds a typed frame's header too; the smaller bound holds for raw and typed peers alike.
+    maxPayload: CtrlFrame.MAX_PAYLOAD,
+    counters: table.counters
+  }
+}
+
+/** RFC PR 6 (`Series.Dedup`): {@link makeSeries} with `notification/dedup_*` from the ambient config. */
+export const layer: Layer.Layer<Dedup, ConfigError> = Layer.effect(
+  Dedup,
+  Effect.map(EngineConfig.dedupConfig, (o) => makeSeries(o))
+)

@@ -9,6 +9,8 @@
 import type { PeerHealth as HealthRecord } from "@tent/health"
 import { Server } from "@tent/rpc"
 import { Context, Effect, Layer } from "effect"
+import { Dedup } from "./Dedup.js"
+import type { DedupCounters } from "./internal/ReplayWindow.js"
 import { RdmaTransport } from "./internal/rdma/RdmaTransport.js"
 import { TcpTransport } from "./internal/TcpTransport.js"
 import { PeerHealthPolicy } from "./PeerHealth.js"
@@ -48,6 +50,8 @@ export interface Counters {
     | undefined
   /** The `PeerHealth` seam's counters (RFC PR 4: marks, fast failures, probes, …); undefined under legacy. */
   readonly peerHealth?: PeerHealthMetrics | undefined
+  /** The dedup window's counters (RFC PR 6: accepted, duplicates, too old, sessions, …); undefined under legacy. */
+  readonly dedup?: DedupCounters | undefined
 }
 
 /** Inspection and in-process fault injection. */
@@ -86,10 +90,11 @@ export const make = Effect.gen(function* () {
   const tcp = yield* TcpTransport
   const health = yield* PeerHealthPolicy
   const listener = yield* Server.Listener
+  const dedup = yield* Dedup
   const all = () => (rdma?.devices ?? []).flatMap((d) => Array.from(d.store.active.values(), (ep) => ({ d, ep })))
   return {
     installed: { rdma: rdma !== undefined, tcp: tcp !== undefined },
-    counters: { rdma: rdma?.counters, tcp: tcp?.counters, peerHealth: health.metrics },
+    counters: { rdma: rdma?.counters, tcp: tcp?.counters, peerHealth: health.metrics, dedup: dedup.counters },
     devices: Effect.sync(() => (rdma?.devices ?? []).map((d) => ({ name: d.name, enabled: d.enabled }))),
     endpoints: Effect.sync(() =>
       all().map(({ d, ep }) => ({

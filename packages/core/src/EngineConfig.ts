@@ -145,6 +145,16 @@ export const engineKeys = {
     "RFC PR 6 (Series.fromConfig): 1 = typed frames with a (session, seq) stamp to peers that advertise them; 0 = raw frames, no stamp",
     { check: (n) => n === 0 || n === 1, message: "must be 0 (raw frames) or 1 (typed frames)" }
   ),
+  "notification/dedup_max_sessions": int(
+    4096,
+    "RFC PR 6: sender sessions the dedup window remembers; beyond it the least recently used is evicted (its late copies would be delivered again)",
+    positive
+  ),
+  "notification/dedup_session_ttl_ms": int(
+    600_000,
+    "RFC PR 6: a sender session idle this long (ms) is forgotten by the dedup window",
+    positive
+  ),
   "peer_health/enable": {
     kind: "bool",
     default: true,
@@ -362,6 +372,20 @@ export interface SeriesSettings {
   /** `peer_health/enable` (PR 4). */
   readonly peerHealth: boolean
 }
+
+/** The dedup window's bounds (RFC PR 6), read by `Dedup.layer`. */
+export interface DedupSettings {
+  /** `notification/dedup_max_sessions`. */
+  readonly maxSessions: number
+  /** `notification/dedup_session_ttl_ms`. */
+  readonly sessionTtlMs: number
+}
+
+/** {@link DedupSettings} read from the current `ConfigProvider`; a wrong value fails naming its key. */
+export const dedupConfig: Config.Config<DedupSettings> = Config.all({
+  maxSessions: read.int("notification/dedup_max_sessions"),
+  sessionTtlMs: read.int("notification/dedup_session_ttl_ms")
+})
 
 /** {@link SeriesSettings} read from the current `ConfigProvider`; a wrong value fails naming its key. */
 export const seriesConfig: Config.Config<SeriesSettings> = Config.all({

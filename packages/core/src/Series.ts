@@ -10,7 +10,7 @@
  * | {@link RpcFallback} | `NotificationRouting` (NotificationRouting.ts) | 3 | yes |
  * | {@link PeerHealth} | `PeerHealthPolicy` (PeerHealth.ts), over `@tent/health`'s record | 4 | yes (the dead-peer record, prober, 1 s slot wait) |
  * | {@link DescriptorPolicy} | `StaleClassifier` (DescriptorPolicy.ts) | 5 | yes (peer registry and Redis: `metadata_type`) |
- * | `Dedup` | `Dedup` (Dedup.ts) | 6 | not yet: its legacy twin stands in |
+ * | {@link Dedup} | `Dedup` (Dedup.ts), over `CtrlFrame` and the replay window | 6 | yes (typed frames, the window) |
  * | `Resend` | `Resend` (Resend.ts) | 7 | not yet: its legacy twin stands in |
  *
  * {@link all} is the series as far as it is built; {@link fromConfig} selects each PR with the RFC's keys.
@@ -20,7 +20,7 @@
 import type { DescriptorCache } from "@tent/rpc"
 import { Effect, Layer } from "effect"
 import type { ConfigError } from "effect/ConfigError"
-import * as Dedup from "./Dedup.js"
+import * as DedupSeam from "./Dedup.js"
 import * as DescriptorPolicySeam from "./DescriptorPolicy.js"
 import * as EngineConfig from "./EngineConfig.js"
 import * as NotificationRouting from "./NotificationRouting.js"
@@ -36,7 +36,7 @@ export type Policies =
   | NotificationRouting.NotificationRouting
   | PeerHealthSeam.PeerHealthPolicy
   | DescriptorCache.StaleClassifier
-  | Dedup.Dedup
+  | DedupSeam.Dedup
   | Resend.Resend
 
 /** RFC PR 1: the notify QP stays published until `deconstruct()`; destroy waits for it; a failed send disables it. */
@@ -62,6 +62,13 @@ export const PeerHealth: Layer.Layer<PeerHealthSeam.PeerHealthPolicy, ConfigErro
  */
 export const DescriptorPolicy: Layer.Layer<DescriptorCache.StaleClassifier> = DescriptorPolicySeam.layer
 
+/**
+ * RFC PR 6: `notify_proto` 1; notifications to peers that advertise it are framed as `CtrlFrame` v1 stamped
+ * `(session, seq)`, and every received notification passes one per-sender-session anti-replay window
+ * (`notification/dedup_*`), whichever transport carried it. Peers at 0 get TENT's raw bytes.
+ */
+export const Dedup: Layer.Layer<DedupSeam.Dedup, ConfigError> = DedupSeam.layer
+
 /** TENT `main`: every seam's legacy Layer. */
 export const legacy: Layer.Layer<Policies> = Layer.mergeAll(
   QpRetirementSeam.layerLegacy,
@@ -69,14 +76,15 @@ export const legacy: Layer.Layer<Policies> = Layer.mergeAll(
   NotificationRouting.layerLegacy,
   PeerHealthSeam.layerLegacy,
   DescriptorPolicySeam.layerLegacy,
-  Dedup.layerLegacy,
+  DedupSeam.layerLegacy,
   Resend.layerLegacy
 )
 
-/** The built PRs, with PR 3 or PR 4 swapped for its legacy twin where its key says so. */
+/** The built PRs, with PR 3, 4 or 6 swapped for its legacy twin where its key says so. */
 const compose = (o: {
   readonly rpcFallback: boolean
   readonly peerHealth: boolean
+  readonly notifyProto: 0 | 1
 }): Layer.Layer<Policies, ConfigError> =>
   Layer.mergeAll(
     QpRetirement,
@@ -84,22 +92,22 @@ const compose = (o: {
     o.rpcFallback ? RpcFallback : NotificationRouting.layerLegacy,
     o.peerHealth ? PeerHealth : PeerHealthSeam.layerLegacy,
     DescriptorPolicy,
-    Dedup.layerLegacy,
+    o.notifyProto === 1 ? Dedup : DedupSeam.layerLegacy,
     Resend.layerLegacy
   )
 
 /**
- * The series as far as it is built: PRs 1-5's Layers, the legacy twins of PRs 6 and 7 until they land. PR 4 reads
- * `peer_health/*` from the ambient config (defaults when absent).
+ * The series as far as it is built: PRs 1-6's Layers, the legacy twin of PR 7 until it lands. PR 4 reads
+ * `peer_health/*` and PR 6 `notification/dedup_*` from the ambient config (defaults when absent).
  */
-export const all: Layer.Layer<Policies, ConfigError> = compose({ rpcFallback: true, peerHealth: true })
+export const all: Layer.Layer<Policies, ConfigError> = compose({ rpcFallback: true, peerHealth: true, notifyProto: 1 })
 
 /**
  * The series selected by the RFC's keys from the ambient `ConfigProvider` (provide `EngineConfig.layerProvider`
  * under it, as `TransferEngine.layerSoft` does): PRs 1, 2 and 5 have no key and are always on;
  * `notification/rpc_fallback` (default true) selects PR 3 and `peer_health/enable` (default true) PR 4, false
- * restores the legacy twin; `notification/proto` (PR 6) is read and checked and selects its legacy twin until PR 6 is
- * built. A wrong value fails at start naming the key.
+ * restores the legacy twin; `notification/proto` (default 1) selects PR 6, 0 its legacy twin (raw frames, no stamp:
+ * exactly the old bytes). A wrong value fails at start naming the key.
  */
 export const fromConfig: Layer.Layer<Policies, ConfigError> = Layer.unwrapEffect(
   Effect.map(EngineConfig.seriesConfig, compose)

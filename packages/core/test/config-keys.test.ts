@@ -18,6 +18,8 @@ const defaultsBefore = {
   // The RFC's keys that select its PRs (Series.fromConfig), with the RFC's defaults.
   "notification/rpc_fallback": true,
   "notification/proto": 1,
+  "notification/dedup_max_sessions": 4096,
+  "notification/dedup_session_ttl_ms": 600_000,
   "peer_health/enable": true,
   "peer_health/cooldown_ms": 5000,
   "peer_health/max_cooldown_ms": 60_000,
@@ -291,7 +293,7 @@ describe("Series.fromConfig: the RFC's keys select its PRs", () => {
     )
 
   it.effect(
-    "by default: PRs 1-5 (the built ones); notification/rpc_fallback or peer_health/enable false restores that legacy twin",
+    "by default: PRs 1-6 (the built ones); notification/rpc_fallback, peer_health/enable false or notification/proto 0 restores that legacy twin",
     () =>
       Effect.gen(function* () {
         const on = yield* selected({})
@@ -299,7 +301,8 @@ describe("Series.fromConfig: the RFC's keys select its PRs", () => {
         expect(on.retirement).toBe(QpRetirement.series)
         expect(on.params).toBe(NotifyQpParams.fromEndpoint)
         expect(on.stale).toBe(DescriptorPolicy.keepOnFailure)
-        expect(on.dedup).toBe(Dedup.legacy) // PR 6 is not built: its legacy twin stands in
+        expect(on.dedup.notifyProto).toBe(1) // PR 6
+        expect(on.dedup.counters).toBeDefined()
         expect(on.health.slotWait).toBeDefined() // PR 4
         expect(on.health.chargeUnansweredBootstrap).toBe(false)
         const noHealth = yield* selected({ json: { peer_health: { enable: false } } })
@@ -309,6 +312,10 @@ describe("Series.fromConfig: the RFC's keys select its PRs", () => {
         expect(off.retirement).toBe(QpRetirement.series)
         const env = yield* selected({ env: { NOTIFICATION_RPC_FALLBACK: "false" } })
         expect(env.routing).toBe(NotificationRouting.legacy)
+        const raw = yield* selected({ json: { notification: { proto: 0 } } })
+        expect(raw.dedup).toBe(Dedup.legacy)
+        const bounds = yield* start({ json: { "notification/dedup_max_sessions": 0 } }, Series.fromConfig)
+        expect(bounds).toContain("dedup_max_sessions")
       })
   )
 
