@@ -15,8 +15,10 @@
  *
  * @since 0.1.0
  */
-import type { Notification } from "@tent/rpc"
-import { Context, Effect, Layer } from "effect"
+import { RailHealth } from "@tent/health"
+import { type Notification, TransportFailure } from "@tent/rpc"
+import { Context, Effect, Either, Layer } from "effect"
+import type { ConfigError } from "effect/ConfigError"
 import type { Stamp } from "./Dedup.js"
 
 /** One notification posted on a notify QP and not completed. */
@@ -61,12 +63,31 @@ export interface ResendPaths {
   readonly viaControlPlane: (segment: string, n: Notification) => Effect.Effect<void, unknown>
 }
 
+/** What a resend policy did, as plain numbers (RFC PR 7). */
+export interface ResendCounters {
+  /** Channels handed over with entries pending. */
+  channels: number
+  /** Entries resent, by the path that took them. */
+  viaNicPair: number
+  viaTcp: number
+  viaControlPlane: number
+  /** Entries no path took (lost, and counted). */
+  failed: number
+  /** Entries not resent because the peer cannot deduplicate them (unstamped: a resend could deliver twice). */
+  notResendable: number
+  /** NIC-pair attempts, and those skipped because the notification-path health table had the pair paused. */
+  pairAttempts: number
+  pairsSkipped: number
+}
+
 /** The resend policy. */
 export interface ResendShape {
   /** Keep each posted notification until its send completes (the pending table). Legacy: false. */
   readonly track: boolean
   /** Run by the engine's resend fiber for each channel that went away with entries pending. */
   readonly onRetire: (channel: RetiringChannel, paths: ResendPaths) => Effect.Effect<void>
+  /** What it did; legacy: none. */
+  readonly counters?: ResendCounters | undefined
 }
 
 /** The resend policy of the notify channel. */
@@ -77,3 +98,107 @@ export const legacy: ResendShape = { track: false, onRetire: () => Effect.void }
 
 /** {@link legacy} as a Layer. */
 export const layerLegacy: Layer.Layer<Resend> = Layer.succeed(Resend, legacy)
+
+/** NIC pairs tried per notification before the other transports (RFC PR 7: up to three attempts). */
+export const MAX_PAIR_ATTEMPTS = 3
+
+const isTransportFailure = (e: unknown): boolean => e instanceof TransportFailure
+
+/**
+ * RFC PR 7 over a notification-path health table of its own (`RailHealth`'s rules and `transports/rdma/rail_*` keys,
+ * its own state): `track` keeps every posted notification until its send completes; for a channel that went away,
+ * each pending entry the peer can deduplicate (stamped, `notify_proto` ≥ 1: PR 6) is sent again with its first stamp
+ * — on the NIC pairs, primary first, skipping pairs the table has paused, up to {@link MAX_PAIR_ATTEMPTS} attempts
+ * (a failed pair is charged to the table, a delivered one cleared), then over TCP, then with the control plane's
+ * `Notify`. A control plane that failed at transport level is not tried again for the rest of the channel (no second
+ * RPC wait: PR 4's record would fail it anyway). An unstamped entry is never resent (the peer would deliver a copy);
+ * it is counted as not resendable.
+ */
+export const makeSeries = (rails: RailHealth.RailHealthShape): ResendShape => {
+  const counters: ResendCounters = {
+    channels: 0,
+    viaNicPair: 0,
+    viaTcp: 0,
+    viaControlPlane: 0,
+    failed: 0,
+    notResendable: 0,
+    pairAttempts: 0,
+    pairsSkipped: 0
+  }
+  const resendOne = (
+    channel: RetiringChannel,
+    paths: ResendPaths,
+    pairs: ReadonlyArray<{ readonly localNic: string; readonly peerNic: string }>,
+    p: PendingNotification,
+    control: { dead: boolean }
+  ): Effect.Effect<void> =>
+    Effect.gen(function* () {
+      const stamp = p.stamp
+      if (stamp === undefined || p.peerProto < 1) {
+        counters.notResendable++
+        return
+      }
+      let attempts = 0
+      for (const pair of pairs) {
+        if (attempts >= MAX_PAIR_ATTEMPTS) break
+        if (!(yield* rails.available(pair.localNic, pair.peerNic))) {
+          counters.pairsSkipped++
+          continue
+        }
+        attempts++
+        counters.pairAttempts++
+        const r = yield* Effect.either(
+          paths.viaNicPair(pair.localNic, pair.peerNic, channel.segment, p.notification, stamp)
+        )
+        if (Either.isRight(r)) {
+          counters.viaNicPair++
+          yield* rails.recordSuccess(pair.localNic, pair.peerNic)
+          return
+        }
+        yield* rails.recordError(pair.localNic, pair.peerNic)
+      }
+      if (control.dead) {
+        counters.failed++
+        return
+      }
+      const stamped = { ...p.notification, stamp }
+      const tcp = yield* Effect.either(paths.viaTcp(channel.segment, stamped))
+      if (Either.isRight(tcp)) {
+        counters.viaTcp++
+        return
+      }
+      if (isTransportFailure(tcp.left)) {
+        control.dead = true
+        counters.failed++
+        return
+      }
+      const rpc = yield* Effect.either(paths.viaControlPlane(channel.segment, stamped))
+      if (Either.isRight(rpc)) {
+        counters.viaControlPlane++
+        return
+      }
+      if (isTransportFailure(rpc.left)) control.dead = true
+      counters.failed++
+    })
+  return {
+    track: true,
+    counters,
+    onRetire: (channel, paths) =>
+      Effect.gen(function* () {
+        if (channel.pending.length === 0) return
+        counters.channels++
+        const pairs = yield* Effect.orElseSucceed(paths.nicPairs(channel.segment), () => [])
+        const control = { dead: false }
+        for (const p of channel.pending) yield* resendOne(channel, paths, pairs, p, control)
+        yield* Effect.logDebug(
+          `Resent the notifications pending on ${channel.localNic} -> ${channel.peerNicPath} (${channel.cause})`
+        )
+      })
+  }
+}
+
+/** RFC PR 7 (`Series.Resend`): {@link makeSeries} over a notification-path `RailHealth` from `transports/rdma/rail_*`. */
+export const layer: Layer.Layer<Resend, ConfigError> = Layer.effect(
+  Resend,
+  Effect.map(Effect.flatMap(RailHealth.config, RailHealth.make), makeSeries)
+)

@@ -11,7 +11,7 @@
  * | {@link PeerHealth} | `PeerHealthPolicy` (PeerHealth.ts), over `@tent/health`'s record | 4 | yes (the dead-peer record, prober, 1 s slot wait) |
  * | {@link DescriptorPolicy} | `StaleClassifier` (DescriptorPolicy.ts) | 5 | yes (peer registry and Redis: `metadata_type`) |
  * | {@link Dedup} | `Dedup` (Dedup.ts), over `CtrlFrame` and the replay window | 6 | yes (typed frames, the window) |
- * | `Resend` | `Resend` (Resend.ts) | 7 | not yet: its legacy twin stands in |
+ * | {@link Resend} | `Resend` (Resend.ts), over a notification-path `RailHealth` of its own | 7 | yes |
  *
  * {@link all} is the series as far as it is built; {@link fromConfig} selects each PR with the RFC's keys.
  *
@@ -27,7 +27,7 @@ import * as NotificationRouting from "./NotificationRouting.js"
 import * as NotifyQpParams from "./NotifyQpParams.js"
 import * as PeerHealthSeam from "./PeerHealth.js"
 import * as QpRetirementSeam from "./QpRetirement.js"
-import * as Resend from "./Resend.js"
+import * as ResendSeam from "./Resend.js"
 
 /** The services of the seven seams. */
 export type Policies =
@@ -37,7 +37,7 @@ export type Policies =
   | PeerHealthSeam.PeerHealthPolicy
   | DescriptorCache.StaleClassifier
   | DedupSeam.Dedup
-  | Resend.Resend
+  | ResendSeam.Resend
 
 /** RFC PR 1: the notify QP stays published until `deconstruct()`; destroy waits for it; a failed send disables it. */
 export const QpRetirement: Layer.Layer<QpRetirementSeam.QpRetirement> = QpRetirementSeam.layer
@@ -69,6 +69,14 @@ export const DescriptorPolicy: Layer.Layer<DescriptorCache.StaleClassifier> = De
  */
 export const Dedup: Layer.Layer<DedupSeam.Dedup, ConfigError> = DedupSeam.layer
 
+/**
+ * RFC PR 7: every stamped notification posted to a peer that can deduplicate stays in its endpoint's pending table
+ * until it completes; when the notify channel is disabled or the endpoint retires, the table is resent on the NIC
+ * pairs (primary first, paused pairs skipped, ≤ 3 attempts), then TCP, then the control plane's `Notify`, each copy
+ * with its first stamp so PR 6's window delivers it once. Reads `transports/rdma/rail_*` for its own pair table.
+ */
+export const Resend: Layer.Layer<ResendSeam.Resend, ConfigError> = ResendSeam.layer
+
 /** TENT `main`: every seam's legacy Layer. */
 export const legacy: Layer.Layer<Policies> = Layer.mergeAll(
   QpRetirementSeam.layerLegacy,
@@ -77,7 +85,7 @@ export const legacy: Layer.Layer<Policies> = Layer.mergeAll(
   PeerHealthSeam.layerLegacy,
   DescriptorPolicySeam.layerLegacy,
   DedupSeam.layerLegacy,
-  Resend.layerLegacy
+  ResendSeam.layerLegacy
 )
 
 /** The built PRs, with PR 3, 4 or 6 swapped for its legacy twin where its key says so. */
@@ -93,12 +101,13 @@ const compose = (o: {
     o.peerHealth ? PeerHealth : PeerHealthSeam.layerLegacy,
     DescriptorPolicy,
     o.notifyProto === 1 ? Dedup : DedupSeam.layerLegacy,
-    Resend.layerLegacy
+    // PR 7 resends only what PR 6 stamped: without the stamp a resend could deliver twice.
+    o.notifyProto === 1 ? Resend : ResendSeam.layerLegacy
   )
 
 /**
- * The series as far as it is built: PRs 1-6's Layers, the legacy twin of PR 7 until it lands. PR 4 reads
- * `peer_health/*` and PR 6 `notification/dedup_*` from the ambient config (defaults when absent).
+ * The whole series: PRs 1-7's Layers. PR 4 reads `peer_health/*`, PR 6 `notification/dedup_*` and PR 7
+ * `transports/rdma/rail_*` from the ambient config (defaults when absent).
  */
 export const all: Layer.Layer<Policies, ConfigError> = compose({ rpcFallback: true, peerHealth: true, notifyProto: 1 })
 
@@ -106,8 +115,8 @@ export const all: Layer.Layer<Policies, ConfigError> = compose({ rpcFallback: tr
  * The series selected by the RFC's keys from the ambient `ConfigProvider` (provide `EngineConfig.layerProvider`
  * under it, as `TransferEngine.layerSoft` does): PRs 1, 2 and 5 have no key and are always on;
  * `notification/rpc_fallback` (default true) selects PR 3 and `peer_health/enable` (default true) PR 4, false
- * restores the legacy twin; `notification/proto` (default 1) selects PR 6, 0 its legacy twin (raw frames, no stamp:
- * exactly the old bytes). A wrong value fails at start naming the key.
+ * restores the legacy twin; `notification/proto` (default 1) selects PRs 6 and 7, 0 their legacy twins (raw frames, no
+ * stamp: exactly the old bytes; nothing to resend without a stamp). A wrong value fails at start naming the key.
  */
 export const fromConfig: Layer.Layer<Policies, ConfigError> = Layer.unwrapEffect(
   Effect.map(EngineConfig.seriesConfig, compose)

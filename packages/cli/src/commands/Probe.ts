@@ -1,7 +1,7 @@
 /**
  * `tent probe`: the RFC's fault matrix between two real processes (`probe/Matrix.ts`), printed as a table shaped like
  * the RFC's Motivation table, or as `{"rows":[…]}` with `--json`. Two arms: `legacy` (TENT `main`, `Series.legacy`)
- * and `series` (`Series.all`: the RFC's PRs as far as they are built, the legacy twins of the rest); `--arm both`
+ * and `series` (`Series.all`: the RFC's seven PRs); `--arm both`
  * alternates them per scenario, as the RFC did. Each row says what the sender attempted (calls that returned success,
  * calls that failed, never attempted because the run stalled), so received/sent is not read as loss when nothing was
  * sent.
@@ -94,7 +94,7 @@ export const command = Command.make(
   {
     arm: Options.choice("arm", ["legacy", "series", "both"]).pipe(
       Options.withDescription(
-        "legacy = TENT main (Series.legacy); series = the RFC's Layers as built (Series.all: PRs 1-5; 6 and 7 still their legacy twins); both = the two arms alternating per scenario"
+        "legacy = TENT main (Series.legacy); series = the RFC's seven Layers (Series.all); both = the two arms alternating per scenario"
       ),
       Options.withDefault("both" as const)
     ),
@@ -139,7 +139,7 @@ export const command = Command.make(
       )
       if (o.arm !== "legacy") {
         yield* info(
-          "series arm: Series.all = RFC PRs 1-5 (QpRetirement, ParamsFromEndpoint, RpcFallback, PeerHealth, DescriptorPolicy); PRs 6 and 7 run their legacy twins until they are built"
+          "series arm: Series.all = RFC PRs 1-7 (QpRetirement, ParamsFromEndpoint, RpcFallback, PeerHealth, DescriptorPolicy, Dedup, Resend)"
         )
       }
       killOnExit()

@@ -294,16 +294,18 @@ const streamRow = (
       }
       const faultResult: FaultResult = faultFiber === undefined ? { note: "" } : yield* Fiber.join(faultFiber)
       const faultNote = faultResult.note
-      // The receiver's last word: END, or nothing new for a second, within the grace.
+      // The receiver's last word, within the grace: END and then nothing new for a second (resends of what a dead
+      // notify QP lost land after the stream's last send: RFC PR 7), or nothing new for a second when END was not
+      // sent, or everything.
       const deadline = Date.now() + plan.graceMs
       let c = yield* r.request<Counts>({ cmd: "counts" })
       let quietSince = Date.now()
-      while (!c.end && Date.now() < deadline) {
+      while (Date.now() < deadline && c.received < total) {
         yield* Effect.sleep(100)
         const next = yield* r.request<Counts>({ cmd: "counts" })
-        if (next.total !== c.total) quietSince = Date.now()
+        if (next.total !== c.total || next.end !== c.end) quietSince = Date.now()
         c = next
-        if (!p.endSent && Date.now() - quietSince > 1000) break
+        if ((c.end || !p.endSent) && Date.now() - quietSince > 1000) break
       }
       const notes = [
         c.end ? "END arrived" : "END never arrived",

@@ -109,17 +109,18 @@ export const start = (options: {
     const ep = table.get(w.qpNum)
     const isSend = w.wrId >= SEND_WR_BASE
     if (w.status !== WcStatus.SUCCESS) {
-      // RFC PR 1: every completion is counted out, so `finishDestroy` can wait for the notify QP.
-      if (ep !== undefined && retirement.destroyWaitsForNotifyQp) {
-        if (isSend) ep.notify.onSendComplete()
-        else ep.notify.onRecvDone()
-      }
       const notReady =
         ep === undefined || ep.status !== "READY" || (retirement.onNotifyError === "disable" && !ep.notify.connected)
       if (w.status === WcStatus.WR_FLUSH_ERR && notReady) counters.flushed++
       else {
         counters.notifyErrors++
+        // Disabled before the unit is counted out: the pending table handed to the resend still holds this send.
         if (retirement.onNotifyError === "disable" && ep !== undefined) ep.disableNotify()
+      }
+      // RFC PR 1: every completion is counted out, so `finishDestroy` can wait for the notify QP.
+      if (ep !== undefined && retirement.destroyWaitsForNotifyQp) {
+        if (isSend) ep.notify.onSendComplete()
+        else ep.notify.onRecvDone()
       }
       return
     }
