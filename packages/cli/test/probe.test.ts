@@ -15,7 +15,7 @@ import { alive, childrenOf, run, start, stopAll } from "./fixtures/cli.js"
 afterEach(stopAll)
 
 interface Row {
-  readonly scenario: number | "recovery"
+  readonly scenario: number | "recovery" | "storm"
   readonly freeze: "application" | "host" | null
   readonly arm: "legacy" | "series"
   readonly sent: number
@@ -47,9 +47,20 @@ describe("tent probe (both arms, two processes)", () => {
     expect(r.stderr).toContain("this models a hardware or rxe NIC")
     const { rows } = JSON.parse(r.stdout) as { rows: ReadonlyArray<Row> }
     const key = (x: Pick<Row, "scenario" | "freeze">) => `${x.scenario}${x.freeze === "host" ? "-host" : ""}`
-    const order = ["1", "2", "3", "4", "5", "6", "recovery", "4-host", "5-host", "6-host", "recovery-host"].flatMap(
-      (sc) => [`${sc} legacy`, `${sc} series`]
-    )
+    const order = [
+      "1",
+      "2",
+      "3",
+      "4",
+      "5",
+      "6",
+      "recovery",
+      "storm",
+      "4-host",
+      "5-host",
+      "6-host",
+      "recovery-host"
+    ].flatMap((sc) => [`${sc} legacy`, `${sc} series`])
     expect(rows.map((x) => `${key(x)} ${x.arm}`)).toEqual(order)
     const row = (sc: Row["scenario"], arm: Row["arm"], freeze: Row["freeze"] = null) =>
       rows.find(
@@ -60,10 +71,12 @@ describe("tent probe (both arms, two processes)", () => {
       expect(x.duplicates, where).toBe(0)
       expect(x.received, where).toBeLessThanOrEqual(x.sent)
       expect(x.ok + x.failed + x.notAttempted, where).toBe(x.sent)
-      expect(x.freeze === null, where).toBe(typeof x.scenario === "number" && x.scenario <= 3)
+      expect(x.freeze === null, where).toBe(
+        x.scenario === "storm" || (typeof x.scenario === "number" && x.scenario <= 3)
+      )
     }
     const T = 1600
-    for (const sc of [1, 2, 3, 6] as const) for (const arm of arms) expect(row(sc, arm).sent).toBe(T)
+    for (const sc of [1, 2, 3, 6, "storm"] as const) for (const arm of arms) expect(row(sc, arm).sent).toBe(T)
 
     // 1: the sender's notify channel disabled after 1/8. Legacy: every later call fails, about 1/8 arrives, no END.
     // Series (PR 3): the calls after it go over TCP; everything arrives.
@@ -87,6 +100,12 @@ describe("tent probe (both arms, two processes)", () => {
     expect(row(3, "legacy").unknownQp).toBeGreaterThan(0)
     expect(row(3, "legacy").received).toBeLessThan(T)
     expect(row(3, "series")).toMatchObject({ received: T, unknownQp: 0, notAttempted: 0, end: true })
+
+    // The resend storm: the receiver's notify QP to ERR after every 200. Legacy: blocked for good after the first.
+    // Series: each dead channel's sends in flight are resent across the next fault (PR 7), each delivered once (PR 6).
+    expect(row("storm", "legacy")).toMatchObject({ end: false })
+    expect(row("storm", "legacy").notAttempted).toBeGreaterThan(0)
+    expect(row("storm", "series")).toMatchObject({ received: T, failed: 0, notAttempted: 0, end: true })
 
     for (const freeze of freezes) {
       // 4: a frozen peer, no endpoint yet: its kernel completes the handshake, nothing answers. Legacy: each call one

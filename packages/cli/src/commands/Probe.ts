@@ -105,12 +105,12 @@ export const command = Command.make(
     ),
     json: Options.boolean("json").pipe(
       Options.withDescription(
-        'print {"rows":[{"scenario":1..6|"recovery","freeze":"application"|"host"|null,"arm","sent","ok","failed","notAttempted","inFlightAtFault","closedInFlight","completedWhileFrozen","received","end","unknownQp","duplicates","seconds":[...]}]} on stdout'
+        'print {"rows":[{"scenario":1..6|"recovery"|"storm","freeze":"application"|"host"|null,"arm","sent","ok","failed","notAttempted","inFlightAtFault","closedInFlight","completedWhileFrozen","received","end","unknownQp","duplicates","seconds":[...]}]} on stdout'
       )
     ),
     only: Options.text("only").pipe(
       Options.withDescription(
-        "comma-separated rows to run: 1-6, recovery (the frozen peers 4, 5, 6 and recovery as the RFC froze them: the application stopped, its NIC alive), 4-host, 5-host, 6-host, recovery-host (a SIGSTOP of the whole SoftVerbs process, NIC included); default all"
+        "comma-separated rows to run: 1-6, recovery, storm (the resend storm: the receiver's notify QP to ERR after every 200 notifications); the frozen peers 4, 5, 6 and recovery as the RFC froze them: the application stopped, its NIC alive), and 4-host, 5-host, 6-host, recovery-host (a SIGSTOP of the whole SoftVerbs process, NIC included); default all"
       ),
       Options.optional
     )

@@ -10,8 +10,11 @@ import { type Child, type ChildFailure, spawnChild } from "./Children.js"
 
 /** An arm of the matrix: `legacy` is TENT `main` (`Series.legacy`); `series` is the RFC's Layers. */
 export type Arm = "legacy" | "series"
-/** A row's scenario: the RFC's six, numbered as in its Motivation table, and recovery. */
-export type Scenario = 1 | 2 | 3 | 4 | 5 | 6 | "recovery"
+/**
+ * A row's scenario: the RFC's six, numbered as in its Motivation table, recovery, and the resend storm (the receiver's
+ * notify QP forced to ERR after every 200 notifications: resends cross the next fault).
+ */
+export type Scenario = 1 | 2 | 3 | 4 | 5 | 6 | "recovery" | "storm"
 
 /**
  * How a frozen peer is frozen. `application`: its engine stops polling its CQs and its control-plane server stops
@@ -31,9 +34,12 @@ export interface Entry {
 /** The scenarios whose peer is frozen. */
 export const frozenScenarios: ReadonlyArray<Scenario> = [4, 5, 6, "recovery"]
 
-/** The matrix in order: the RFC's seven rows (frozen peers: the application freeze), then the host-freeze rows. */
+/**
+ * The matrix in order: the RFC's seven rows (frozen peers: the application freeze), the resend storm, then the
+ * host-freeze rows.
+ */
 export const entries: ReadonlyArray<Entry> = [
-  ...([1, 2, 3, 4, 5, 6, "recovery"] as const).map((scenario) => ({
+  ...([1, 2, 3, 4, 5, 6, "recovery", "storm"] as const).map((scenario) => ({
     scenario,
     freeze: frozenScenarios.includes(scenario) ? ("application" as const) : null
   })),
@@ -51,7 +57,8 @@ export const titles: Record<Scenario, string> = {
   4: "Frozen peer, no endpoint yet, sendNotification twice",
   5: "Frozen peer, submitTransfer",
   6: "Peer freezes mid-stream while the initiator sends",
-  recovery: "Frozen peer resumes: time until a notification gets through"
+  recovery: "Frozen peer resumes: time until a notification gets through",
+  storm: "Resend storm: receiver's notify QP forced to ERR after every 200 notifications"
 }
 
 /** A row's title: the RFC's wording, and how the peer was frozen. */
@@ -143,6 +150,9 @@ export const quickPlan = (count: number): Plan => ({
 /** What `--quick` changes, as printed. */
 export const quickFactors = `control-plane timeouts rpc/{request,bootstrap,notify,connect}_timeout_ms and the frozen-peer hold ÷${QUICK_FACTOR} (30 s → ${30 / QUICK_FACTOR} s, 60 s → ${60 / QUICK_FACTOR} s), so a row made of timeouts reads ×1/${QUICK_FACTOR} of its full-length value; counts unchanged (workers/max_retry_count 8, TCP 3 attempts); times the RFC fixes unchanged (the 1 s notify slot wait, the prober's 1 s interval and 2 s probe timeout, QP retry timers); the probe's own bounds: 6 s without progress = stalled, 3 s for END`
 
+/** The resend storm's period: the receiver's notify QP goes to ERR after every this many notifications. */
+const STORM_EVERY = 200
+
 /** `transports/tcp/max_retry_count` (TENT's default, kept by the probe): SendData attempts after failover to TCP. */
 const TCP_ATTEMPTS = 3
 
@@ -219,7 +229,7 @@ const pair = (arm: Arm, plan: Plan) =>
  * standalone ones with `standaloneAt`, when the standalone stream is not paced by the transfer-bound one).
  */
 const streamRow = (
-  scenario: 1 | 2 | 3 | 6,
+  scenario: 1 | 2 | 3 | 6 | "storm",
   freeze: Freeze | null,
   arm: Arm,
   plan: Plan,
@@ -315,7 +325,7 @@ const streamRow = (
         p.failed > 0 ? `${p.failed} calls failed (${p.lastError})` : undefined,
         inFlightAtFault >= 0 ? `${inFlightAtFault} notify sends in flight at the sender after the fault` : undefined,
         p.closedInFlight > 0
-          ? `${p.closedInFlight} sends reported ok were in flight on notify channels the sender closed (lost unless resent)`
+          ? `${p.closedInFlight} sends reported ok were in flight on notify channels the sender closed (the series resends them, PR 7; the legacy arm loses them)`
           : undefined,
         c.unknownQp > 0 ? `${c.unknownQp} dropped as unknown QP at the receiver` : undefined,
         `${c.deferredPasses} receiver poller passes left completions for the next turn`,
@@ -531,6 +541,38 @@ export const runRow = (entry: Entry, arm: Arm, plan: Plan, report: Report): Effe
             return {
               note: `receiver frozen ${s(plan.holdMs)} s after ${Math.floor(plan.count / 4)} standalone sends, the transfers done (${how}); during the freeze the sender posted ${after.notifySent - before.notifySent} notify sends and ${completed} completed successfully`,
               completedWhileFrozen: completed
+            }
+          })
+      })
+    case "storm":
+      return streamRow("storm", null, arm, plan, report, {
+        at: STORM_EVERY,
+        run: (r, i) =>
+          Effect.gen(function* () {
+            // Each time the initiator has attempted another 200, the receiver's notify QPs (a new endpoint's, after
+            // the last fault) go to ERR. Ends with the stream, or when it stops moving (the legacy sender blocks).
+            let faults = 0
+            let endpoints = 0
+            let next = STORM_EVERY
+            let last = -1
+            let since = Date.now()
+            for (;;) {
+              const p = yield* i.request<Progress>({ cmd: "progress" })
+              if (p.attempted !== last) {
+                last = p.attempted
+                since = Date.now()
+              }
+              if (p.done || p.attempted >= total || Date.now() - since > plan.stallMs) break
+              if (p.attempted >= next) {
+                const x = yield* r.request<{ endpoints: number }>({ cmd: "fault", kind: "notifyQpError" })
+                faults++
+                endpoints += x.endpoints
+                next += STORM_EVERY
+              }
+              yield* Effect.sleep(20)
+            }
+            return {
+              note: `${faults} faults, one after every ${STORM_EVERY} attempted (±20 ms of sends), ${endpoints} notify QPs forced to ERR in all`
             }
           })
       })
