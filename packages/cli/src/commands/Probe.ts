@@ -6,7 +6,8 @@
  * calls that failed, never attempted because the run stalled), so received/sent is not read as loss when nothing was
  * sent.
  *
- * `TENT_PROBE_COUNT` (hidden, for tests) replaces the 2000 notifications per kind of a stream scenario.
+ * `TENT_PROBE_COUNT` (hidden, for tests) replaces the 2000 notifications per kind of a stream scenario;
+ * `TENT_PROBE_WITHOUT_WINDOW=1` (hidden, an ablation) runs the series arm without PR 6's window (PR 7 alone).
  *
  * @since 0.1.0
  */
@@ -137,6 +138,11 @@ export const command = Command.make(
       yield* info(
         "frozen peer (rows 4, 5, 6, recovery): the application frozen, its NIC alive, as the RFC froze it on hardware: the peer's engine stops polling its CQs and its control plane stops reading, while its SoftVerbs NICs run on (they ACK SENDs into posted receives, then RNR-NAK; the kernel still completes TCP handshakes): this models a hardware or rxe NIC. The -host rows SIGSTOP the whole SoftVerbs process, NIC included (a host freeze: no ACKs)"
       )
+      if (o.arm !== "legacy" && process.env.TENT_PROBE_WITHOUT_WINDOW === "1") {
+        yield* info(
+          "TENT_PROBE_WITHOUT_WINDOW=1: the series arm runs without PR 6's dedup window (stamped frames and PR 7's resends, every copy delivered): an ablation, not a configuration"
+        )
+      }
       if (o.arm !== "legacy") {
         yield* info(
           "series arm: Series.all = RFC PRs 1-7 (QpRetirement, ParamsFromEndpoint, RpcFallback, PeerHealth, DescriptorPolicy, Dedup, Resend)"

@@ -14,7 +14,7 @@
  * @since 0.1.0
  */
 import { createInterface } from "node:readline"
-import { Diagnostics, EngineConfig, Series, TransferEngine } from "@tent/core"
+import { Dedup, Diagnostics, EngineConfig, Series, TransferEngine } from "@tent/core"
 import { RailHealth } from "@tent/health"
 import { SoftVerbs } from "@tent/verbs"
 import { Effect, Fiber, Layer, Logger, Stream } from "effect"
@@ -45,8 +45,18 @@ const layer = TransferEngine.layer.pipe(
       ]
     })
   ),
-  // The arm: TENT `main`, or the RFC's series as far as it is built (`Series.all`).
-  Layer.provide(opts.arm === "series" ? Series.all : Series.legacy),
+  // The arm: TENT `main`, or the RFC's series (`Series.all`). `TENT_PROBE_WITHOUT_WINDOW=1` (hidden, an ablation):
+  // the series with PR 6's window swapped for the legacy admission — stamped frames, PR 7's resends, no dedup.
+  Layer.provide(
+    opts.arm === "legacy"
+      ? Series.legacy
+      : process.env.TENT_PROBE_WITHOUT_WINDOW === "1"
+        ? Layer.merge(
+            Series.all,
+            Layer.sync(Dedup.Dedup, () => ({ ...Dedup.makeSeries(), admit: () => true }))
+          )
+        : Series.all
+  ),
   Layer.provide(RailHealth.layerConfig),
   Layer.provide(EngineConfig.layerProvider({ json: opts.config }))
 )
