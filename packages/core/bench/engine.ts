@@ -39,6 +39,16 @@
  *   the least the window's bookkeeping could cost, a bit test-and-set in one `Uint32Array(128)` per stamp of the same
  *   stream as plain numbers (no BigInt, no session lookup, no clock). The log splits the figure: the table with `now`
  *   passed by the caller, the window alone, and one read of the table's clock.
+ * - `send_msgs_per_s` and `send_msgs_per_s_pr7_off` (RFC PR 7's pending table on the send path): {@link ping}s through
+ *   `sendNotification` back to back, as fast as the notify window (256 in flight) allows, to a `notify-sink-peer.ts`
+ *   child (`Series.all`, `notify_proto` 1), messages per second until the last send completed, over rounds of 3000
+ *   (`--quick`) or 20 000. Two engines in this process, identical but for PR 7: `Series.all`'s Layers with
+ *   `Series.Resend` (`Resend.makeSeries`, `track`: each send pushed to the pending table, each completion shifts it)
+ *   or `Resend.layerLegacy` (`track` false); PR 6's `Series.Dedup` in both, so both stamp. Two untimed rounds per
+ *   arm, then timed rounds in blocks of (on, off, off, on), each arm's figure its messages over its seconds. Floor of
+ *   `send_msgs_per_s`: the PR 7-off arm (ratio on/off; goal ≥ 0.95). Floor of the off arm: raw SoftVerbs SENDs of
+ *   the stamped ping's length (112 B), 256 in flight, against the floor's echo peer (which echoes each: this process
+ *   takes the echoes too), median of three timed runs after one untimed.
  * - `dedup_bytes_per_session`: heap plus `ArrayBuffer` growth (`process.memoryUsage()`, after a full GC) of one table
  *   given 10 000 new sessions, per session, the session ids created inside the measurement (the table keeps them).
  *   Goal ≤ 600 B. Floor: the 4096-bit bitmap itself, 512 B.
@@ -62,7 +72,9 @@ import {
 import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
 import { frameSplitter } from "@tent/verbs/bench/frames"
 import { Context, Duration, Effect, Layer, Logger, LogLevel, type Scope, Stream } from "effect"
-import { Diagnostics, Series, TransferEngine } from "../src/index.js"
+import type { ConfigError } from "effect/ConfigError"
+import { CtrlFrame, Dedup, Diagnostics, Resend, Series, TransferEngine } from "../src/index.js"
+import { NOTIFY_SLOTS } from "../src/internal/NotifyChannel.js"
 import { ReplayWindow, SessionTable, Verdict, WINDOW_WORDS } from "../src/internal/ReplayWindow.js"
 import { type Child, spawnChild } from "../test/fixtures/child.js"
 import { engineLayer } from "../test/fixtures/engine.js"
@@ -101,8 +113,14 @@ const pingPong = (engine: TransferEngine.TransferEngineShape, segment: string, t
     return rtts
   })
 
+/** The notify channel's send window (TENT `kNotifyMaxPendingSends`): the raw SEND floor keeps as many in flight. */
+const NOTIFY_WINDOW = NOTIFY_SLOTS
+
+/** Bytes of {@link ping} on the wire to a peer at `notify_proto` 1: its `CtrlFrame` v1, stamped (RFC PR 6). */
+const STAMPED_PING_BYTES = CtrlFrame.encodeInto(Buffer.alloc(1024), 0, 1n, 1n, ping.name, ping.msg)
+
 /** Raw SoftVerbs floor: this process's QP against the echo peer. */
-const floors = (rounds: number, warmup: number, warmMb: number, writeMb: number) =>
+const floors = (rounds: number, warmup: number, warmMb: number, writeMb: number, sendCount: number) =>
   Effect.gen(function* () {
     const peer = yield* spawnChild<{ gid: string; qpNum: number; psn: number; addr: number; rkey: number }>(
       here("echo-peer.ts")
@@ -237,7 +255,39 @@ const floors = (rounds: number, warmup: number, warmMb: number, writeMb: number)
       })
     yield* writes(warmMb)
     const writeMbps = yield* writes(writeMb)
-    return { oneWayUs, burstMs, writeMbps }
+    // SEND throughput: `sendCount` SENDs of a stamped ping's frame length, at most NOTIFY_WINDOW in flight (the notify
+    // channel's window), timed until the last completes; the echoes come back and their receives are reposted.
+    const sendRate = Effect.suspend(() => {
+      let posted = 0
+      let completed = 0
+      const postOne = () => {
+        posted++
+        qp.postSend(sendWr)
+      }
+      sendSge.length = STAMPED_PING_BYTES
+      const s0 = performance.now()
+      return Effect.map(
+        run(
+          () => {
+            while (posted < Math.min(NOTIFY_WINDOW, sendCount)) postOne()
+          },
+          () => {},
+          () => {
+            completed++
+            if (completed >= sendCount) return doneRef.done()
+            if (posted < sendCount) postOne()
+          }
+        ),
+        () => {
+          sendSge.length = 64
+          return sendCount / ((performance.now() - s0) / 1000)
+        }
+      )
+    })
+    yield* sendRate
+    const sendRates: Array<number> = []
+    for (let i = 0; i < 3; i++) sendRates.push(yield* sendRate)
+    return { oneWayUs, burstMs, writeMbps, sendMsgsPerS: median(sendRates) }
   })
 
 /** Ends the `run` in progress (its completion callbacks call it). */
@@ -717,6 +767,134 @@ const dedupFigures = (quick: boolean, log: (l: string) => void) => {
   return { inOrderNs, inOrderFloor, mixedNs, mixedFloor, bytes }
 }
 
+/**
+ * The policies of one `send_msgs_per_s` arm: `Series.all`'s Layers with PR 7's (`Series.Resend`: `Resend.makeSeries`
+ * over its own `RailHealth`, `track` true) or its legacy twin (`Resend.layerLegacy`, `track` false). PR 6's
+ * `Series.Dedup` is in both, so both stamp every send; only the pending table differs. `seen` records what was built.
+ */
+const sendSeries = (
+  pr7: boolean,
+  seen: { track?: boolean; notifyProto?: number }
+): Layer.Layer<Series.Policies, ConfigError> =>
+  Layer.mergeAll(
+    Series.QpRetirement,
+    Series.ParamsFromEndpoint,
+    Series.RpcFallback,
+    Series.PeerHealth,
+    Series.DescriptorPolicy,
+    Series.Dedup,
+    pr7 ? Series.Resend : Resend.layerLegacy
+  ).pipe(
+    Layer.tap((ctx) =>
+      Effect.sync(() => {
+        seen.track = Context.get(ctx, Resend.Resend).track
+        seen.notifyProto = Context.get(ctx, Dedup.Dedup).notifyProto
+      })
+    )
+  )
+
+/** One arm of `send_msgs_per_s`: an engine in this process with {@link sendSeries}; its timed messages and ms. */
+const sendArm = (pr7: boolean) =>
+  Effect.gen(function* () {
+    const seen: { track?: boolean; notifyProto?: number } = {}
+    const ctx = yield* Layer.build(engineLayer({}, undefined, sendSeries(pr7, seen)))
+    const engine = Context.get(ctx, TransferEngine.TransferEngine)
+    const rdma = Context.get(ctx, Diagnostics.Diagnostics).counters.rdma
+    if (rdma === undefined || seen.track !== pr7 || seen.notifyProto !== 1) {
+      return yield* Effect.fail(
+        new Error(
+          `send_msgs_per_s: the PR 7 ${pr7 ? "on" : "off"} engine has track ${seen.track}, notify_proto ${seen.notifyProto}`
+        )
+      )
+    }
+    return { pr7, engine, rdma, rates: [] as Array<number>, messages: 0, ms: 0 }
+  })
+
+/**
+ * One round of `send_msgs_per_s`: `count` {@link ping}s through `sendNotification` back to back (each returns once
+ * posted; the window's 256 units bound what is in flight), timed until the last send has completed (the engine's
+ * `sendsCompleted`, looked at every millisecond); adds the round to the arm's totals when `timed`.
+ */
+const sendRound = (
+  arm: Effect.Effect.Success<ReturnType<typeof sendArm>>,
+  segment: string,
+  count: number,
+  timed: boolean
+) =>
+  Effect.gen(function* () {
+    const done0 = arm.rdma.sendsCompleted
+    const t0 = performance.now()
+    for (let i = 0; i < count; i++) yield* arm.engine.sendNotification(segment, ping)
+    while (arm.rdma.sendsCompleted - done0 < count) yield* Effect.sleep("1 millis")
+    const ms = performance.now() - t0
+    if (!timed) return
+    arm.rates.push(count / (ms / 1000))
+    arm.messages += count
+    arm.ms += ms
+  }).pipe(
+    Effect.timeoutFail({ duration: PHASE_TIMEOUT, onTimeout: () => new Error("send_msgs_per_s: a round timed out") })
+  )
+
+/**
+ * `send_msgs_per_s` with RFC PR 7 on and off (see {@link sendSeries}): both engines in this process, against one
+ * `notify-sink-peer.ts` child (`Series.all`: it advertises `notify_proto` 1, so both arms stamp). `warmRounds` untimed
+ * rounds per arm first (the first connects its endpoint; all warm the code), then `blocks` blocks of timed rounds, on, off, off, on
+ * each (two rounds per arm per block), so a drift linear in time (load, JIT tiering, heap growth) weighs
+ * on both arms alike. Each arm's figure is its timed messages over its timed seconds. Checks that the peer received
+ * every notification, each stamped and accepted once by its dedup window.
+ */
+const sendFigures = (count: number, warmRounds: number, blocks: number, log: (l: string) => void) =>
+  Effect.gen(function* () {
+    const t0 = performance.now()
+    const peer = yield* spawnChild<{ segment: string }>(here("notify-sink-peer.ts"))
+    const segment = peer.ready.segment
+    const on = yield* sendArm(true)
+    const off = yield* sendArm(false)
+    const setupS = (performance.now() - t0) / 1000
+    for (let k = 0; k < warmRounds; k++) {
+      for (const arm of k % 2 === 0 ? [on, off] : [off, on]) yield* sendRound(arm, segment, count, false)
+    }
+    for (let k = 0; k < blocks; k++) {
+      for (const arm of [on, off, off, on]) yield* sendRound(arm, segment, count, true)
+    }
+    const sent = (warmRounds + 2 * blocks) * 2 * count
+    type Stats = { received: number; accepted: number; duplicates: number; unstamped: number }
+    let stats: Stats = { received: 0, accepted: 0, duplicates: 0, unstamped: 0 }
+    for (let i = 0; i < 500 && stats.received < sent; i++) {
+      stats = yield* Effect.promise(() => peer.request<Stats>({ cmd: "stats" }))
+      if (stats.received < sent) yield* Effect.sleep("10 millis")
+    }
+    if (stats.received !== sent || stats.accepted !== sent || stats.duplicates !== 0 || stats.unstamped !== 0) {
+      return yield* Effect.fail(
+        new Error(`send_msgs_per_s: ${sent} sent, the peer has ${JSON.stringify(stats)} (every one stamped expected)`)
+      )
+    }
+    const k = (r: number) => (r / 1000).toFixed(1)
+    log(
+      `send ${count} notifications per round (setup ${setupS.toFixed(1)} s, ${warmRounds} untimed rounds per arm): ` +
+        `PR 7 on ${on.rates.map(k).join(", ")} k/s; off ${off.rates.map(k).join(", ")} k/s ` +
+        `(the peer received and accepted all ${sent}, stamped)`
+    )
+    return { onPerS: on.messages / (on.ms / 1000), offPerS: off.messages / (off.ms / 1000) }
+  })
+
+/**
+ * What the pending table alone costs per send, in ns: RFC PR 7's push of `{notification, stamp, peerProto}` per send
+ * and shift per completion, {@link NOTIFY_WINDOW} entries in flight (as `NotifyChannel` does with `track`), median
+ * over untimed-warmed passes of `count` sends.
+ */
+const pendingTableNs = (count: number): number => {
+  const stamp = { session: 1n, seq: 1n }
+  return nsPerOp(count, 5, () => {
+    const inFlight: Array<Resend.PendingNotification> = []
+    for (let i = 0; i < count; i++) {
+      inFlight.push({ notification: ping, stamp, peerProto: 1 })
+      if (inFlight.length >= NOTIFY_WINDOW) inFlight.shift()
+    }
+    return inFlight.length
+  })
+}
+
 /** Runs the suite. */
 export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchResult>> => {
   const dedupStart = performance.now()
@@ -729,11 +907,30 @@ export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchRes
   // WRITE: an untimed warm-up (JIT) before the timed MiB, for the floor and the engine alike.
   const warmMb = options.quick ? 32 : 64
   const writeMb = options.quick ? 128 : 512
-  const floor = await Effect.runPromise(Effect.scoped(floors(rounds, warmup, warmMb, writeMb)))
+  // send_msgs_per_s: notifications per round, untimed rounds per arm, blocks of timed rounds (on, off, off, on).
+  const sendCount = options.quick ? 3000 : 20_000
+  const sendWarmRounds = 2
+  const sendBlocks = options.quick ? 2 : 3
+  const floor = await Effect.runPromise(Effect.scoped(floors(rounds, warmup, warmMb, writeMb, sendCount)))
   options.log(
-    `floor: SEND one-way ${floor.oneWayUs.toFixed(1)} µs, burst p50 ${floor.burstMs.toFixed(2)} ms, WRITE ${floor.writeMbps.toFixed(1)} MB/s`
+    `floor: SEND one-way ${floor.oneWayUs.toFixed(1)} µs, burst p50 ${floor.burstMs.toFixed(2)} ms, WRITE ${floor.writeMbps.toFixed(1)} MB/s, ` +
+      `${STAMPED_PING_BYTES}-byte SENDs ${(floor.sendMsgsPerS / 1000).toFixed(1)} k/s`
   )
   const engine = await Effect.runPromise(Effect.scoped(engineFigures(rounds, warmup, warmMb, writeMb, options.log)))
+  const sendStart = performance.now()
+  const send = await Effect.runPromise(
+    Effect.scoped(sendFigures(sendCount, sendWarmRounds, sendBlocks, options.log)).pipe(
+      Effect.provide(logsTo(options.log))
+    )
+  )
+  const sendRatio = send.onPerS / send.offPerS
+  const tableNs = pendingTableNs(1 << 20)
+  options.log(
+    `send: PR 7 on ${(send.onPerS / 1000).toFixed(1)} k/s, off ${(send.offPerS / 1000).toFixed(1)} k/s, on/off ` +
+      `${sendRatio.toFixed(3)} (goal ≥ 0.95); ${((performance.now() - sendStart) / 1000).toFixed(1)} s. The pending ` +
+      `table alone: ${tableNs.toFixed(1)} ns per send (push + shift, ${NOTIFY_WINDOW} in flight), ` +
+      `${((tableNs / (1e9 / send.offPerS)) * 100).toFixed(3)}% of an off-arm send's ${(1e6 / send.offPerS).toFixed(1)} µs`
+  )
   const fallback = await Effect.runPromise(Effect.scoped(fallbackFigures(rounds, warmup, options.log)))
   const frozenStart = performance.now()
   const frozen = await Effect.runPromise(
@@ -770,6 +967,22 @@ export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchRes
       better: "higher",
       floor: floor.writeMbps,
       ratio: engine.writeMbps / floor.writeMbps
+    },
+    {
+      name: "send_msgs_per_s",
+      unit: "msg/s",
+      value: send.onPerS,
+      better: "higher",
+      floor: send.offPerS,
+      ratio: sendRatio
+    },
+    {
+      name: "send_msgs_per_s_pr7_off",
+      unit: "msg/s",
+      value: send.offPerS,
+      better: "higher",
+      floor: floor.sendMsgsPerS,
+      ratio: send.offPerS / floor.sendMsgsPerS
     },
     {
       name: "notify_fallback_rtt_us",
