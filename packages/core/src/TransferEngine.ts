@@ -154,14 +154,33 @@ export const make = Effect.gen(function* () {
       : Effect.succeed(name)
   }
 
+  // A notification leaving over TCP or the control plane carries the `Dedup` seam's stamp when the peer advertised a
+  // protocol that understands it (learnt from a bootstrap with one of its NICs); to any other peer it goes as TENT's
+  // bytes. (The notify QP stamps in its slot.)
+  const stamped = (segment: string, n: Notification): Notification => {
+    if (n.stamp !== undefined) return n
+    const stamp = dedup.stamp(rdma?.peerProto(segment) ?? 0)
+    return stamp === undefined ? n : { ...n, stamp }
+  }
+
   // What the routing seam chooses from, per notification: the installed transports in slot order (RDMA before TCP),
   // and the control plane's `Notify`, available to every engine.
   const senders: NotifySenders = {
     transports: [
       ...(rdma === undefined ? [] : [{ kind: "rdma", send: rdma.sendNotification } as const]),
-      ...(tcp === undefined ? [] : [{ kind: "tcp", send: tcp.sendNotification } as const])
+      ...(tcp === undefined
+        ? []
+        : [
+            {
+              kind: "tcp",
+              send: (segment: string, n: Notification) => tcp.sendNotification(segment, stamped(segment, n))
+            } as const
+          ])
     ],
-    controlPlane: { kind: "rpc", send: (segment, n) => TcpTransport.notifyVia(agent, cache, segment, n) },
+    controlPlane: {
+      kind: "rpc",
+      send: (segment, n) => TcpTransport.notifyVia(agent, cache, segment, stamped(segment, n))
+    },
     slotPayload: dedup.maxPayload
   }
   const installed: ReadonlyArray<QueueKind> = senders.transports.map((s) => s.kind as QueueKind)

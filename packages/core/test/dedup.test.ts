@@ -7,12 +7,25 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { makeNotification, type Notification, notificationText } from "@tent/rpc"
-import { Effect } from "effect"
-import { CtrlFrame, Dedup, NotifyFrame } from "../src/index.js"
+import { Context, Effect, Layer } from "effect"
+import {
+  CtrlFrame,
+  Dedup,
+  DescriptorPolicy,
+  Diagnostics,
+  NotificationRouting,
+  NotifyQpParams,
+  PeerHealth,
+  QpRetirement,
+  Resend,
+  type Series,
+  TransferEngine
+} from "../src/index.js"
 import * as Delivery from "../src/internal/Delivery.js"
 import { NOTIFY_SLOT_BYTES } from "../src/internal/NotifyChannel.js"
 import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
 import { type Side, twoTransports } from "./fixtures/endpoints.js"
+import { engineLayer } from "./fixtures/engine.js"
 
 /** Waits (bounded) until `side`'s inbox holds `n` notifications, then takes them. */
 const take = (side: Side, n: number) =>
@@ -106,7 +119,7 @@ describe("Dedup.makeSeries framing", () => {
     expect(series.decode(buf, 0, len, out)).toBe(0)
     expect(out).toMatchObject({ stamped: true, session: s1?.session, seq: s1?.seq })
     // a raw frame after a typed one: decoded unstamped (the out object is reused)
-    const rawLen = NotifyFrame.encode(buf, 0, new Uint8Array([1]), new Uint8Array([2]))
+    const rawLen = Dedup.legacy.encode(buf, 0, makeNotification(new Uint8Array([1]), new Uint8Array([2])), undefined, 0)
     expect(series.decode(buf, 0, rawLen, out)).toBe(0)
     expect(out.stamped).toBe(false)
     expect(series.maxPayload).toBe(CtrlFrame.MAX_PAYLOAD)
@@ -151,4 +164,63 @@ describe("Dedup at the one delivery point: every transport passes the same windo
     expect(delivery.fromFrame("rdma", "peer@mlx0", f1.buf, f1.out)).toBe(true)
     expect(delivery.fromNotify("rpc#1", { ...n, stamp: s1 })).toBe(true)
   })
+})
+
+describe("Dedup (RFC PR 6) over the control plane: a Notify to a peer that advertised notify_proto 1 is stamped", () => {
+  /** The legacy policies with `dedup`, and a routing that sends a notification larger than a slot over `Notify`. */
+  const policies = (dedup: Dedup.DedupShape): Layer.Layer<Series.Policies> =>
+    Layer.mergeAll(
+      QpRetirement.layerLegacy,
+      NotifyQpParams.layerLegacy,
+      Layer.succeed(NotificationRouting.NotificationRouting, {
+        ...NotificationRouting.legacy,
+        rpcCallback: "engine",
+        drainOrder: () => ["rdma", "tcp"],
+        route: (n, senders) =>
+          n.name.length + n.msg.length > CtrlFrame.MAX_PAYLOAD ? [senders.controlPlane] : senders.transports.slice(0, 1)
+      }),
+      PeerHealth.layerLegacy,
+      DescriptorPolicy.layerLegacy,
+      Layer.succeed(Dedup.Dedup, dedup),
+      Resend.layerLegacy
+    )
+  const rdmaOnly = { transports: { tcp: { enable: false } } }
+  const engine = (dedup: Dedup.DedupShape) =>
+    Effect.map(Layer.build(engineLayer(rdmaOnly, ["mlx0", "mlx1"], policies(dedup))), (ctx) => ({
+      engine: Context.get(ctx, TransferEngine.TransferEngine),
+      diag: Context.get(ctx, Diagnostics.Diagnostics)
+    }))
+  const big = makeNotification("big", new Uint8Array(70_000).fill(7))
+  const run = (rxDedup: Dedup.DedupShape) =>
+    Effect.gen(function* () {
+      const rx = yield* engine(rxDedup)
+      const tx = yield* engine(Dedup.makeSeries())
+      // the first one over the notify QP: the bootstrap tells tx what rx speaks
+      yield* tx.engine.sendNotification(rx.engine.segmentName, makeNotification("small", "x"))
+      yield* tx.engine.sendNotification(rx.engine.segmentName, big)
+      const got: Array<Notification> = []
+      const deadline = Date.now() + 5000
+      while (got.length < 2 && Date.now() < deadline) {
+        for (const n of yield* rx.engine.receiveNotifications) got.push(n)
+        if (got.length < 2) yield* Effect.sleep("20 millis")
+      }
+      return { got, counters: rxDedup.counters }
+    })
+
+  it.scopedLive("series to series: the Notify carries a stamp, and the window admits it", () =>
+    Effect.gen(function* () {
+      const { got, counters } = yield* run(Dedup.makeSeries())
+      expect(texts(got).sort()).toEqual(["big", "small"])
+      expect(got.find((n) => texts([n])[0] === "big")?.stamp).toBeDefined()
+      expect(counters).toMatchObject({ accepted: 2, unstamped: 0 })
+    })
+  )
+
+  it.scopedLive("series to a legacy peer (notify_proto 0): the Notify goes unstamped, TENT's bytes", () =>
+    Effect.gen(function* () {
+      const { got } = yield* run(Dedup.legacy)
+      expect(texts(got).sort()).toEqual(["big", "small"])
+      expect(got.every((n) => n.stamp === undefined)).toBe(true)
+    })
+  )
 })

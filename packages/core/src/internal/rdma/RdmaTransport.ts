@@ -72,6 +72,11 @@ export interface RdmaTransportShape {
   ) => Effect.Effect<RdmaEndpoint, RdmaError | TransportFailure | BootstrapRejected | EndpointUnavailable>
   /** TENT `resetConnection`: retire and hand to the store's reclaim. From any fiber. */
   readonly resetConnection: (ep: RdmaEndpoint) => Effect.Effect<void>
+  /**
+   * The highest `notify_proto` the peer `segment` advertised in a bootstrap with one of this transport's endpoints
+   * (0 when none: a peer never bootstrapped with, or one that predates the field).
+   */
+  readonly peerProto: (segment: string) => number
   /** Installs the slice engine's completion handler and its slice canceller. */
   readonly setDataPath: (sink: DataCompletionSink, cancel: (ep: RdmaEndpoint) => void) => void
 }
@@ -291,6 +296,13 @@ export const make = Effect.gen(function* () {
     onBootstrap,
     getEndpoint,
     resetConnection,
+    peerProto: (segment) => {
+      let proto = 0
+      for (const d of devices)
+        for (const ep of d.store.active.values())
+          if (ep.segment === segment && ep.notify.peerProto > proto) proto = ep.notify.peerProto
+      return proto
+    },
     setDataPath: (s, c) => {
       sink = s
       cancel = c
