@@ -44,9 +44,11 @@ export interface DedupShape {
   readonly decode: (buf: Buffer, offset: number, len: number, out: DecodedFrame) => number
   /**
    * Admission at the delivery point, for every transport: true = deliver, false = a duplicate to drop. `sender`
-   * names who sent it (a NIC path for RDMA, an RPC address for TCP / `Notify`).
+   * names who sent it (a NIC path for RDMA, an RPC address for TCP / `Notify`). `now` (ms, `performance.now`): a
+   * caller admitting a batch reads the clock once for it (a clock read costs more than the window's check here);
+   * without it the policy reads its own.
    */
-  readonly admit: (sender: string, stamp: Stamp | undefined) => boolean
+  readonly admit: (sender: string, stamp: Stamp | undefined, now?: number) => boolean
   /** The largest `name.length + msg.length` one frame carries. */
   readonly maxPayload: number
   /** What the dedup window counted (RFC PR 6); legacy: none. */
@@ -102,7 +104,8 @@ export const makeSeries = (options: SessionTableOptions = {}): DedupShape => {
       out.stamped = false
       return NotifyFrame.decode(buf, offset, len, out)
     },
-    admit: (_sender, stamp) => (stamp === undefined ? table.unstamped() : table.admit(stamp.session, stamp.seq)),
+    admit: (_sender, stamp, now) =>
+      stamp === undefined ? table.unstamped() : table.admit(stamp.session, stamp.seq, now),
     // A slot holds a typed frame's header too; the smaller bound holds for raw and typed peers alike.
     maxPayload: CtrlFrame.MAX_PAYLOAD,
     counters: table.counters

@@ -125,10 +125,13 @@ export class Delivery {
     return this.deliver("tcp", sender, n, n.stamp)
   }
 
-  /** A decoded frame in `buf` (copied out here, before its slot is reposted); false when refused. */
-  fromFrame(via: QueueKind, sender: string, buf: Buffer, frame: DecodedFrame): boolean {
+  /**
+   * A decoded frame in `buf` (copied out here, before its slot is reposted); false when refused. `now`: the clock read
+   * once for the poller's pass (see `Dedup.admit`).
+   */
+  fromFrame(via: QueueKind, sender: string, buf: Buffer, frame: DecodedFrame, now?: number): boolean {
     const stamp = frame.stamped ? { session: frame.session, seq: frame.seq } : undefined
-    if (!this.dedup.admit(sender, stamp)) return false
+    if (!this.dedup.admit(sender, stamp, now)) return false
     this.queues[via].push({
       name: new Uint8Array(buf.subarray(frame.nameStart, frame.nameEnd)),
       msg: new Uint8Array(buf.subarray(frame.msgStart, frame.msgEnd))

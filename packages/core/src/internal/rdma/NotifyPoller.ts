@@ -83,6 +83,9 @@ export const start = (options: {
   const wc = WorkCompletion.array(NOTIFY_POLL_BATCH)
   const frame = new DecodedFrame()
 
+  /** The clock of the current pass, read at its first stamped frame (-1: not yet). */
+  let passNow = -1
+
   const handleRecv = (ep: RdmaEndpoint, index: number, byteLen: number): void => {
     const buf = ep.notify.receiveBuffer
     if (buf === undefined || index < 0 || index >= NOTIFY_SLOTS || byteLen > NOTIFY_SLOT_BYTES) {
@@ -95,8 +98,13 @@ export const start = (options: {
     }
     const rc = dedup.decode(buf, index * NOTIFY_SLOT_BYTES, byteLen, frame)
     if (rc !== 0) counters.malformed++
-    else if (delivery.fromFrame("rdma", ep.peerNicPath, buf, frame)) counters.received++
-    else counters.duplicates++
+    else {
+      // A stamped frame is admitted with the clock read once per pass (see `Dedup.admit`).
+      if (frame.stamped && passNow < 0) passNow = performance.now()
+      if (delivery.fromFrame("rdma", ep.peerNicPath, buf, frame, frame.stamped ? passNow : undefined)) {
+        counters.received++
+      } else counters.duplicates++
+    }
     repost(ep, index)
   }
 
@@ -139,6 +147,7 @@ export const start = (options: {
 
   /** One pass: at most 16 completions from each CQ (TENT's `ibv_poll_cq(cq, 16, wc)`); true if a CQ had more. */
   const pass = (): boolean => {
+    passNow = -1
     let full = false
     for (const cq of cqs) {
       const n = cq.pollCq(NOTIFY_POLL_BATCH, wc)
@@ -165,6 +174,7 @@ export const start = (options: {
       return
     }
     for (const cq of cqs) cq.reqNotifyCq()
+    passNow = -1
     let again = false
     for (const cq of cqs) {
       const n = cq.pollCq(NOTIFY_POLL_BATCH, wc)
