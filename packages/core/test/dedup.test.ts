@@ -76,11 +76,27 @@ describe("Dedup (RFC PR 6) on the notify QP", () => {
   it.scopedLive("series to a legacy peer (notify_proto 0) and back: raw frames, unstamped, all delivered", () =>
     Effect.gen(function* () {
       const A = Dedup.makeSeries()
-      const sides = yield* twoTransports(undefined, { dedup: { A, B: Dedup.legacy } })
+      // B is TENT `main`; what its notify QP received is captured as it decodes each payload
+      const captured: Array<Buffer> = []
+      const B: Dedup.DedupShape = {
+        ...Dedup.legacy,
+        decode: (buf, offset, len, out) => {
+          captured.push(Buffer.from(buf.subarray(offset, offset + len)))
+          return Dedup.legacy.decode(buf, offset, len, out)
+        }
+      }
+      const sides = yield* twoTransports(undefined, { dedup: { A, B } })
       const mlx0 = sides.A.devices[0] as RdmaDevice
-      for (let i = 0; i < 5; i++) yield* sides.A.sendVia(mlx0, "B", "mlx0", makeNotification(`a${i}`, "x"), undefined)
+      const sent = Array.from({ length: 5 }, (_, i) => makeNotification(`a${i}`, new Uint8Array([i, 0, 255])))
+      for (const n of sent) yield* sides.A.sendVia(mlx0, "B", "mlx0", n, undefined)
       expect(texts(yield* take(sides.B, 5))).toEqual(["a0", "a1", "a2", "a3", "a4"])
       expect(sides.B.counters.malformed).toBe(0)
+      // byte for byte what a TENT `main` sender puts in the slot
+      const legacyBytes = sent.map((n) => {
+        const buf = Buffer.alloc(NOTIFY_SLOT_BYTES)
+        return Buffer.from(buf.subarray(0, Dedup.legacy.encode(buf, 0, n, undefined, 0)))
+      })
+      expect(captured).toEqual(legacyBytes)
       const back = sides.B.devices[0] as RdmaDevice
       for (let i = 0; i < 3; i++) yield* sides.B.sendVia(back, "A", "mlx0", makeNotification(`b${i}`, "y"), undefined)
       expect(texts(yield* take(sides.A, 3))).toEqual(["b0", "b1", "b2"])
