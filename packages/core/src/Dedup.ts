@@ -26,11 +26,9 @@ import * as NotifyFrame from "./NotifyFrame.js"
 export type Stamp = NotificationStamp
 
 /** Where a decoded frame's name and message lie, and its stamp if the frame carried one. Reuse one object. */
-export class DecodedFrame extends NotifyFrame.DecodedRanges {
-  stamped = false
-  session = 0n
-  seq = 0n
-}
+export const DecodedFrame = CtrlFrame.StampedRanges
+/** A {@link DecodedFrame}. */
+export type DecodedFrame = CtrlFrame.StampedRanges
 
 /** Framing and admission of notifications. Hot path: plain synchronous functions. */
 export interface DedupShape {
@@ -104,8 +102,7 @@ export const makeSeries = (options: SessionTableOptions = {}): DedupShape => {
       out.stamped = false
       return NotifyFrame.decode(buf, offset, len, out)
     },
-    admit: (_sender, stamp, now) =>
-      stamp === undefined ? table.unstamped() : table.admit(stamp.session, stamp.seq, now),
+    admit: (_sender, stamp, now) => table.admitStamp(stamp, now),
     // A slot holds a typed frame's header too; the smaller bound holds for raw and typed peers alike.
     maxPayload: CtrlFrame.MAX_PAYLOAD,
     counters: table.counters

@@ -14,6 +14,7 @@ import type { DedupCounters } from "./internal/ReplayWindow.js"
 import { RdmaTransport } from "./internal/rdma/RdmaTransport.js"
 import { TcpTransport } from "./internal/TcpTransport.js"
 import { PeerHealthPolicy } from "./PeerHealth.js"
+import { Resend, type ResendCounters } from "./Resend.js"
 
 /** One endpoint, as tools show it. */
 export interface EndpointInfo {
@@ -52,6 +53,8 @@ export interface Counters {
   readonly peerHealth?: PeerHealthMetrics | undefined
   /** The dedup window's counters (RFC PR 6: accepted, duplicates, too old, sessions, …); undefined under legacy. */
   readonly dedup?: DedupCounters | undefined
+  /** What the resend did (RFC PR 7: channels, entries by path, failed, not resendable, pairs); undefined under legacy. */
+  readonly resend?: ResendCounters | undefined
 }
 
 /** Inspection and in-process fault injection. */
@@ -91,10 +94,17 @@ export const make = Effect.gen(function* () {
   const health = yield* PeerHealthPolicy
   const listener = yield* Server.Listener
   const dedup = yield* Dedup
+  const resend = yield* Resend
   const all = () => (rdma?.devices ?? []).flatMap((d) => Array.from(d.store.active.values(), (ep) => ({ d, ep })))
   return {
     installed: { rdma: rdma !== undefined, tcp: tcp !== undefined },
-    counters: { rdma: rdma?.counters, tcp: tcp?.counters, peerHealth: health.metrics, dedup: dedup.counters },
+    counters: {
+      rdma: rdma?.counters,
+      tcp: tcp?.counters,
+      peerHealth: health.metrics,
+      dedup: dedup.counters,
+      resend: resend.counters
+    },
     devices: Effect.sync(() => (rdma?.devices ?? []).map((d) => ({ name: d.name, enabled: d.enabled }))),
     endpoints: Effect.sync(() =>
       all().map(({ d, ep }) => ({

@@ -102,8 +102,6 @@ export const layerLegacy: Layer.Layer<Resend> = Layer.succeed(Resend, legacy)
 /** NIC pairs tried per notification before the other transports (RFC PR 7: up to three attempts). */
 export const MAX_PAIR_ATTEMPTS = 3
 
-const isTransportFailure = (e: unknown): boolean => e instanceof TransportFailure
-
 /**
  * RFC PR 7 over a notification-path health table of its own (`RailHealth`'s rules and `transports/rdma/rail_*` keys,
  * its own state): `track` keeps every posted notification until its send completes; for a channel that went away,
@@ -167,7 +165,7 @@ export const makeSeries = (rails: RailHealth.RailHealthShape): ResendShape => {
         counters.viaTcp++
         return
       }
-      if (isTransportFailure(tcp.left)) {
+      if (tcp.left instanceof TransportFailure) {
         control.dead = true
         counters.failed++
         return
@@ -177,7 +175,7 @@ export const makeSeries = (rails: RailHealth.RailHealthShape): ResendShape => {
         counters.viaControlPlane++
         return
       }
-      if (isTransportFailure(rpc.left)) control.dead = true
+      if (rpc.left instanceof TransportFailure) control.dead = true
       counters.failed++
     })
   return {

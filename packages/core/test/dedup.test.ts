@@ -61,17 +61,22 @@ describe("Dedup (RFC PR 6) on the notify QP", () => {
     })
   )
 
-  it.scopedLive("negative control: with the legacy twin's admission the copy is delivered", () =>
-    Effect.gen(function* () {
-      const A = Dedup.makeSeries()
-      const sides = yield* twoTransports(undefined, { dedup: { A, B: admitAll() } })
-      const stamp = A.stamp(1)
-      const n = makeNotification("resent", "x")
-      yield* sides.A.sendVia(sides.A.devices[0] as RdmaDevice, "B", "mlx0", n, stamp)
-      yield* sides.A.sendVia(sides.A.devices[1] as RdmaDevice, "B", "mlx1", n, stamp)
-      expect(texts(yield* take(sides.B, 2))).toEqual(["resent", "resent"])
-    })
-  )
+  for (const [twin, B] of [
+    ["the legacy twin (Dedup.legacy) at the receiver", () => Dedup.legacy],
+    ["the series' framing with the legacy admission", admitAll]
+  ] as const) {
+    it.scopedLive(`negative control: with ${twin} the copy is delivered`, () =>
+      Effect.gen(function* () {
+        const A = Dedup.makeSeries()
+        const sides = yield* twoTransports(undefined, { dedup: { A, B: B() } })
+        const stamp = A.stamp(1)
+        const n = makeNotification("resent", "x")
+        yield* sides.A.sendVia(sides.A.devices[0] as RdmaDevice, "B", "mlx0", n, stamp)
+        yield* sides.A.sendVia(sides.A.devices[1] as RdmaDevice, "B", "mlx1", n, stamp)
+        expect(texts(yield* take(sides.B, 2))).toEqual(["resent", "resent"])
+      })
+    )
+  }
 
   it.scopedLive("series to a legacy peer (notify_proto 0) and back: raw frames, unstamped, all delivered", () =>
     Effect.gen(function* () {

@@ -130,8 +130,8 @@ export class Delivery {
    * once for the poller's pass (see `Dedup.admit`).
    */
   fromFrame(via: QueueKind, sender: string, buf: Buffer, frame: DecodedFrame, now?: number): boolean {
-    const stamp = frame.stamped ? { session: frame.session, seq: frame.seq } : undefined
-    if (!this.dedup.admit(sender, stamp, now)) return false
+    // The frame is its own stamp (`session`, `seq`): no object per notification.
+    if (!this.dedup.admit(sender, frame.stamped ? frame : undefined, now)) return false
     this.queues[via].push({
       name: new Uint8Array(buf.subarray(frame.nameStart, frame.nameEnd)),
       msg: new Uint8Array(buf.subarray(frame.msgStart, frame.msgEnd))

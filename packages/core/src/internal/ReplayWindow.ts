@@ -13,6 +13,7 @@
  *
  * @since 0.1.0
  */
+import { engineKeys } from "../EngineConfig.js"
 
 /** Seqs a window remembers below and including its high-water mark (4096 bits, 512 bytes). */
 export const WINDOW_SIZE = 4096
@@ -151,23 +152,10 @@ export class ReplayWindow {
     resetAt(this.bits, 0, this.hwms, this.bigs, 0)
   }
 }
-/** The configuration keys of the session table (RFC PR 6), with their defaults. */
-export const keys = {
-  "notification/dedup_max_sessions": {
-    default: 4096,
-    description:
-      "RFC PR 6: sender sessions the dedup window remembers; beyond it the least recently used is evicted (its late copies would be delivered again)"
-  },
-  "notification/dedup_session_ttl_ms": {
-    default: 600_000,
-    description: "RFC PR 6: a sender session idle this long is forgotten by the dedup window"
-  }
-} as const
-
-/** {@link keys}' defaults by option name. */
+/** The session table's bounds by default: `notification/dedup_*` as `EngineConfig` declares them. */
 export const defaults = {
-  maxSessions: keys["notification/dedup_max_sessions"].default,
-  sessionTtlMs: keys["notification/dedup_session_ttl_ms"].default
+  maxSessions: engineKeys["notification/dedup_max_sessions"].default as number,
+  sessionTtlMs: engineKeys["notification/dedup_session_ttl_ms"].default as number
 } as const
 
 /** How a {@link SessionTable} is bounded, and the clock its idle ages are read from (ms; default `performance.now`). */
@@ -304,9 +292,9 @@ export class SessionTable {
     return true
   }
 
-  /** {@link admit} for a stamp, {@link unstamped} without one. */
-  admitStamp(stamp: { readonly session: bigint; readonly seq: bigint } | undefined): boolean {
-    return stamp === undefined ? this.unstamped() : this.admit(stamp.session, stamp.seq)
+  /** {@link admit} for a stamp, {@link unstamped} without one (`Dedup.makeSeries`'s admission). */
+  admitStamp(stamp: { readonly session: bigint; readonly seq: bigint } | undefined, now?: number): boolean {
+    return stamp === undefined ? this.unstamped() : this.admit(stamp.session, stamp.seq, now)
   }
 
   /** Whether `session` has a window now (an expired one counts until it is next touched). */

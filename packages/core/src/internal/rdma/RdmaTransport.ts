@@ -169,6 +169,8 @@ export const make = Effect.gen(function* () {
     Effect.gen(function* () {
       const key = nicPath(target.server, peerNic)
       const ep = device.store.getOrInsert(key, () => new RdmaEndpoint(host, device, key, target.server))
+      // Whose health the slot wait consults (an endpoint the peer opened learns it here, at its first send).
+      ep.notify.peerAddress = target.address
       yield* ep.lock.withPermits(1)(ep.construct)
       yield* ep.connect((desc) => agent.bootstrap(target.address, desc))
       return ep
@@ -243,7 +245,6 @@ export const make = Effect.gen(function* () {
     Effect.gen(function* () {
       const { target } = yield* targetOf(segment)
       const ep = yield* getEndpoint(device, target, peerNic)
-      ep.notify.peerAddress = target.address
       yield* Effect.zipRight(ep.notify.awaitSlot, post(ep, n, stamp))
     }) as Effect.Effect<void, RdmaNotifyError>
 
@@ -263,7 +264,6 @@ export const make = Effect.gen(function* () {
       }
       const { nic, target } = yield* targetOf(segment)
       const ep = yield* getEndpoint(device, target, nic)
-      ep.notify.peerAddress = target.address
       lastEndpoint.set(segment, ep)
       yield* Effect.zipRight(ep.notify.awaitSlot, post(ep, n))
     }) as Effect.Effect<void, RdmaNotifyError>

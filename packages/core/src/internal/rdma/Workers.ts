@@ -186,8 +186,7 @@ export const make = (
       Queue.unsafeOffer(slow, slice)
     }
 
-    /** TENT: `retry_count++`; at `max_retry_count` the slice fails, else it is submitted again. */
-    /** Retries the slice, or fails it past `max_retry_count`; true when it gave up. */
+    /** TENT: `retry_count++`; at `max_retry_count` the slice fails (returns true), else it is submitted again. */
     const retryOrFail = (slice: Slice, why: string): boolean => {
       slice.retries++
       if (slice.retries >= settings.workers.maxRetryCount) {
