@@ -1,6 +1,8 @@
 import { Config, type ConfigError, ConfigProvider, Context, Effect, Layer, type Scope } from "effect"
 import { Redis } from "ioredis"
 import { InvalidEntry, TransportFailure, type TransportFailureReason } from "./Errors.js"
+import { parseAddress } from "./internal/address.js"
+import { connectFailureReason } from "./internal/connection.js"
 import * as TentSegment from "./internal/tentSegment.js"
 import type { SegmentDesc } from "./Models.js"
 import { RpcAgent } from "./RpcAgent.js"
@@ -33,10 +35,8 @@ export const makePeer: Effect.Effect<RegistryShape, never, RpcAgent> = Effect.ma
 /** The peer registry as a Layer. */
 export const layerPeer: Layer.Layer<Registry, never, RpcAgent> = Layer.effect(Registry, makePeer)
 
-/** A central registry held in memory: `put` may move a segment to a new address (for tests and single hosts). */
+/** A central registry held in memory: `putSegmentDesc` may move a segment to a new address (for tests and single hosts). */
 export interface MemoryRegistry extends RegistryShape {
-  readonly put: (desc: SegmentDesc) => Effect.Effect<void>
-  readonly remove: (name: string) => Effect.Effect<void>
   /** How many lookups were made, per name. */
   readonly lookups: (name: string) => number
 }
@@ -56,8 +56,6 @@ export const makeMemory = (initial: Iterable<SegmentDesc> = []): MemoryRegistry 
           ? Effect.fail(new InvalidEntry({ segment: name, message: `no segment named "${name}"` }))
           : Effect.succeed(d)
       }),
-    put: (desc) => Effect.sync(() => void entries.set(desc.name, desc)),
-    remove: (name) => Effect.sync(() => void entries.delete(name)),
     putSegmentDesc: (desc) => Effect.sync(() => void entries.set(desc.name, desc)),
     deleteSegmentDesc: (name) => Effect.sync(() => void entries.delete(name)),
     lookups: (name) => counts.get(name) ?? 0
@@ -80,10 +78,7 @@ export const REDIS_DEFAULT_TIMEOUT_MS = 3000
 /** `host:port`, `[v6]:port` or a bare host (port {@link REDIS_DEFAULT_PORT}), as TENT's `parseHostNameWithPort`. */
 export const parseServer = (servers: string): { readonly host: string; readonly port: number } | undefined => {
   const s = servers.trim()
-  const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(s) ?? /^([^:\s]+)(?::(\d+))?$/.exec(s)
-  if (m === null) return undefined
-  const port = m[2] === undefined ? REDIS_DEFAULT_PORT : Number(m[2])
-  return port >= 1 && port <= 65535 ? { host: m[1] as string, port } : undefined
+  return parseAddress(s) ?? parseAddress(`${s}:${REDIS_DEFAULT_PORT}`)
 }
 
 /** How to reach the Redis server holding the registry. */
@@ -146,14 +141,13 @@ export const makeRedis = (options: RedisOptions): Effect.Effect<RedisRegistry, T
     const failure = (op: string, cause: unknown): TransportFailure => {
       const text = errorText(cause)
       const code = errorCode(cause) ?? errorCode(lastError)
-      const reason: TransportFailureReason =
-        /timed out/i.test(text) || code === "ETIMEDOUT"
-          ? "Timeout"
-          : cause instanceof Error && cause.name === "ReplyError"
-            ? "Protocol"
-            : code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EHOSTUNREACH"
-              ? "Refused"
-              : "Closed"
+      const reason: TransportFailureReason = /timed out/i.test(text)
+        ? "Timeout"
+        : cause instanceof Error && cause.name === "ReplyError"
+          ? "Protocol"
+          : code === undefined
+            ? "Closed"
+            : connectFailureReason(code)
       const why = lastError === undefined || lastError === cause ? text : `${text} (${errorText(lastError)})`
       return new TransportFailure({ address, reason, message: `redis ${op}: ${why}` })
     }
@@ -193,14 +187,13 @@ export const makeRedis = (options: RedisOptions): Effect.Effect<RedisRegistry, T
         )
     )
 
-    const run = <A>(op: string, f: () => Promise<A>): Effect.Effect<A, TransportFailure> =>
+    // ioredis bounds each call itself; this outer bound (+500 ms) only guards against a call it never settles.
+    const run = <A>(op: string, f: () => Promise<A>, ms = commandTimeoutMs): Effect.Effect<A, TransportFailure> =>
       Effect.tryPromise({ try: f, catch: (e) => failure(op, e) }).pipe(
-        Effect.timeoutFail({ duration: commandTimeoutMs + 500, onTimeout: () => timedOut(op, commandTimeoutMs) })
+        Effect.timeoutFail({ duration: ms + 500, onTimeout: () => timedOut(op, ms) })
       )
 
-    yield* run("connect", () => client.connect()).pipe(
-      Effect.timeoutFail({ duration: connectTimeoutMs + 500, onTimeout: () => timedOut("connect", connectTimeoutMs) })
-    )
+    yield* run("connect", () => client.connect(), connectTimeoutMs)
 
     const machineId = TentSegment.localMachineId()
     return {

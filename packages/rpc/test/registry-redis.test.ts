@@ -136,12 +136,20 @@ describe.skipIf(skipRedis("registry-redis"))("Redis registry", () => {
         const values = {
           garbage: "\u0000not json{",
           shape: JSON.stringify({ name: "shape", rpc_server_addr: 7 }),
-          file: JSON.stringify({ name: "file", type: "file", machine_id: "", rpc_server_addr: "h:1", detail: {} })
+          // well formed, so it reaches the check of its type
+          file: JSON.stringify({
+            name: "file",
+            type: "file",
+            machine_id: "",
+            rpc_server_addr: "h:1",
+            detail: { devices: [], buffers: [] }
+          })
         }
         for (const [name, value] of Object.entries(values)) {
           yield* Effect.promise(() => plain.set(`mooncake/tent/${name}`, value))
           const error = yield* Effect.flip(registry.getSegmentDesc(name))
           expect(error, name).toBeInstanceOf(InvalidEntry)
+          if (name === "file") expect(error.message).toContain("not a memory segment")
         }
         yield* Effect.promise(() => plain.hset("mooncake/tent/hash", "a", "b"))
         expect(yield* Effect.flip(registry.getSegmentDesc("hash"))).toBeInstanceOf(InvalidEntry)

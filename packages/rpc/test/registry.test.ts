@@ -64,7 +64,7 @@ describe("descriptor cache", () => {
       const memory = Registry.makeMemory()
       const cache = yield* cacheOver(memory)
       expect(yield* Effect.flip(cache.get("s"))).toBeInstanceOf(InvalidEntry)
-      yield* memory.put(seg("s", "h:1"))
+      yield* memory.putSegmentDesc(seg("s", "h:1"))
       expect((yield* cache.get("s")).rpc_server_addr).toBe("h:1")
     })
   )
@@ -101,7 +101,9 @@ describe("descriptor cache", () => {
       const memory = Registry.makeMemory([seg("s", "h:1")])
       const cache = yield* cacheOver(memory)
       const error = yield* Effect.flip(
-        cache.withSegment("s", (d) => Effect.zipRight(memory.remove("s"), Effect.fail(down(d.rpc_server_addr))))
+        cache.withSegment("s", (d) =>
+          Effect.zipRight(memory.deleteSegmentDesc("s"), Effect.fail(down(d.rpc_server_addr)))
+        )
       )
       expect(error).toBeInstanceOf(InvalidEntry)
     })
@@ -147,12 +149,12 @@ describe("descriptor cache", () => {
       expect(seen).toEqual(["h:1"])
       expect(memory.lookups("s")).toBe(2)
       // moved: the rerun goes to the new address
-      yield* memory.put(seg("s", "h:2"))
+      yield* memory.putSegmentDesc(seg("s", "h:2"))
       yield* cache.invalidate("s")
-      yield* memory.put(seg("s", "h:1"))
+      yield* memory.putSegmentDesc(seg("s", "h:1"))
       seen.length = 0
       const moved = cache.withSegment("s", (d) =>
-        Effect.zipRight(d.rpc_server_addr === "h:1" ? memory.put(seg("s", "h:2")) : Effect.void, op(d))
+        Effect.zipRight(d.rpc_server_addr === "h:1" ? memory.putSegmentDesc(seg("s", "h:2")) : Effect.void, op(d))
       )
       expect(yield* moved).toBe("h:2")
       expect(seen).toEqual(["h:1", "h:2"])

@@ -61,6 +61,10 @@ class DeadlineQueue {
 
 const refusedCodes = new Set(["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "EADDRNOTAVAIL"])
 
+/** Why a connect failed, from its Node error code: `Timeout`, `Refused` (nothing accepted it), or `Closed`. */
+export const connectFailureReason = (code: string | undefined): TransportFailureReason =>
+  code === "ETIMEDOUT" ? "Timeout" : code !== undefined && !refusedCodes.has(code) ? "Closed" : "Refused"
+
 /**
  * One connection to one peer, with its pending calls by wire id. Plain code on the hot path: a call is one
  * `Effect.async` whose register encodes the request into the connection's reused frame buffer; the reply's frame
@@ -120,8 +124,7 @@ export class Connection {
       const code = this.lastError?.code
       const detail = this.lastError ? ` (${this.lastError.code ?? this.lastError.message})` : ""
       if (!this.connected) {
-        const reason =
-          code === "ETIMEDOUT" ? "Timeout" : code !== undefined && !refusedCodes.has(code) ? "Closed" : "Refused"
+        const reason = connectFailureReason(code)
         this.fail(reason, `cannot connect to ${address}${detail}`)
       } else {
         this.fail(code === "ETIMEDOUT" ? "Timeout" : "Closed", `connection to ${address} closed${detail}`)

@@ -25,12 +25,12 @@ export interface Limits {
  */
 export class BoundListener implements ListenerShape {
   private onSocket: ((socket: Net.Socket) => void) | undefined
-  /** Connections accepted while nothing is attached, held paused. */
+  /** Connections accepted while nothing is attached (or while frozen), held paused. */
   private readonly waiting = new Set<Net.Socket>()
   /** Every connection not closed yet, held or served: closing the listener closes them. */
   private readonly open = new Set<Net.Socket>()
-  /** While frozen (see {@link freeze}): the served connections it paused, and the new ones it holds. */
-  private frozen: { readonly paused: Set<Net.Socket>; readonly held: Set<Net.Socket> } | undefined
+  /** While frozen (see {@link freeze}): the served connections it paused. */
+  private paused: Set<Net.Socket> | undefined
 
   constructor(
     readonly host: string,
@@ -40,33 +40,29 @@ export class BoundListener implements ListenerShape {
     private readonly server: Net.Server
   ) {}
 
-  /** A new connection: handed to the handler, or held paused until one is attached (or the listener thaws). */
+  /** A new connection: handed to the handler, or held paused until one is attached (and the listener not frozen). */
   readonly accept = (socket: Net.Socket): void => {
     socket.on("error", () => {})
     this.open.add(socket)
     socket.once("close", () => this.open.delete(socket))
-    this.route(socket)
+    if (this.onSocket !== undefined && this.paused === undefined) this.onSocket(socket)
+    else this.waiting.add(socket)
   }
 
-  private route(socket: Net.Socket): void {
-    if (this.frozen !== undefined) {
-      this.frozen.held.add(socket)
-      return
-    }
-    if (this.onSocket !== undefined) {
-      this.onSocket(socket)
-      return
-    }
-    this.waiting.add(socket)
+  /** Hands the held connections to the handler, if one is attached and the listener is not frozen. */
+  private flush(): void {
+    const onSocket = this.onSocket
+    if (onSocket === undefined || this.paused !== undefined) return
+    const held = Array.from(this.waiting)
+    this.waiting.clear()
+    for (const socket of held) if (!socket.destroyed) onSocket(socket)
   }
 
   /** Hands every held and future connection to `onSocket`; false when a handler is attached already. */
   attach(onSocket: (socket: Net.Socket) => void): boolean {
     if (this.onSocket !== undefined) return false
     this.onSocket = onSocket
-    const held = Array.from(this.waiting)
-    this.waiting.clear()
-    for (const socket of held) this.route(socket)
+    this.flush()
     return true
   }
 
@@ -78,27 +74,28 @@ export class BoundListener implements ListenerShape {
   /**
    * Freezes (or thaws) the server as a stopped process would look to its peers while its kernel runs on: the kernel
    * still completes TCP handshakes and buffers what arrives, and nothing is read or answered. Frozen, every served
-   * connection is paused and new ones are accepted and held unread; thawed, the paused ones resume and the held ones
-   * go to the handler (or wait for one), their buffered requests read and answered as if nothing had happened.
-   * Replies already on their way out still leave. For fault injection (`tent probe`'s application freeze).
+   * connection is paused and new ones are held unread with those waiting for a handler; thawed, the paused ones
+   * resume and the held ones go to the handler (or wait for one), their buffered requests read and answered as if
+   * nothing had happened. Replies already on their way out still leave. For fault injection (`tent probe`'s
+   * application freeze).
    */
   freeze(frozen: boolean): void {
     if (frozen) {
-      if (this.frozen !== undefined) return
+      if (this.paused !== undefined) return
       const paused = new Set<Net.Socket>()
       for (const socket of this.open) {
         if (this.waiting.has(socket) || socket.isPaused()) continue
         socket.pause()
         paused.add(socket)
       }
-      this.frozen = { paused, held: new Set() }
+      this.paused = paused
       return
     }
-    const was = this.frozen
-    if (was === undefined) return
-    this.frozen = undefined
-    for (const socket of was.paused) if (!socket.destroyed) socket.resume()
-    for (const socket of was.held) if (!socket.destroyed) this.route(socket)
+    const paused = this.paused
+    if (paused === undefined) return
+    this.paused = undefined
+    for (const socket of paused) if (!socket.destroyed) socket.resume()
+    this.flush()
   }
 
   /** Stops listening and closes every connection, held or served. */
@@ -106,7 +103,7 @@ export class BoundListener implements ListenerShape {
     return Effect.async<void>((resume) => {
       this.server.close(() => resume(Effect.void))
       this.waiting.clear()
-      this.frozen = undefined
+      this.paused = undefined
       for (const socket of this.open) socket.destroy()
     })
   }
