@@ -7,25 +7,13 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { makeNotification, type Notification, notificationText } from "@tent/rpc"
-import { Context, Effect, Layer } from "effect"
-import {
-  CtrlFrame,
-  Dedup,
-  DescriptorPolicy,
-  Diagnostics,
-  NotificationRouting,
-  NotifyQpParams,
-  PeerHealth,
-  QpRetirement,
-  Resend,
-  type Series,
-  TransferEngine
-} from "../src/index.js"
+import { Effect } from "effect"
+import { CtrlFrame, Dedup } from "../src/index.js"
 import * as Delivery from "../src/internal/Delivery.js"
 import { NOTIFY_SLOT_BYTES } from "../src/internal/NotifyChannel.js"
 import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
 import { type Side, twoTransports } from "./fixtures/endpoints.js"
-import { engineLayer } from "./fixtures/engine.js"
+import { bySize, engine, openReceiver, rdmaOnly, receive, series } from "./fixtures/policies.js"
 
 /** Waits (bounded) until `side`'s inbox holds `n` notifications, then takes them. */
 const take = (side: Side, n: number) =>
@@ -188,44 +176,15 @@ describe("Dedup at the one delivery point: every transport passes the same windo
 })
 
 describe("Dedup (RFC PR 6) over the control plane: a Notify to a peer that advertised notify_proto 1 is stamped", () => {
-  /** The legacy policies with `dedup`, and a routing that sends a notification larger than a slot over `Notify`. */
-  const policies = (dedup: Dedup.DedupShape): Layer.Layer<Series.Policies> =>
-    Layer.mergeAll(
-      QpRetirement.layerLegacy,
-      NotifyQpParams.layerLegacy,
-      Layer.succeed(NotificationRouting.NotificationRouting, {
-        ...NotificationRouting.legacy,
-        rpcCallback: "engine",
-        drainOrder: () => ["rdma", "tcp"],
-        route: (n, senders) =>
-          n.name.length + n.msg.length > CtrlFrame.MAX_PAYLOAD ? [senders.controlPlane] : senders.transports.slice(0, 1)
-      }),
-      PeerHealth.layerLegacy,
-      DescriptorPolicy.layerLegacy,
-      Layer.succeed(Dedup.Dedup, dedup),
-      Resend.layerLegacy
-    )
-  const rdmaOnly = { transports: { tcp: { enable: false } } }
-  const engine = (dedup: Dedup.DedupShape) =>
-    Effect.map(Layer.build(engineLayer(rdmaOnly, ["mlx0", "mlx1"], policies(dedup))), (ctx) => ({
-      engine: Context.get(ctx, TransferEngine.TransferEngine),
-      diag: Context.get(ctx, Diagnostics.Diagnostics)
-    }))
   const big = makeNotification("big", new Uint8Array(70_000).fill(7))
   const run = (rxDedup: Dedup.DedupShape) =>
     Effect.gen(function* () {
-      const rx = yield* engine(rxDedup)
-      const tx = yield* engine(Dedup.makeSeries())
+      const rx = yield* engine(rdmaOnly, series({ routing: openReceiver, dedup: rxDedup }))
+      const tx = yield* engine(rdmaOnly, series({ routing: bySize(CtrlFrame.MAX_PAYLOAD), dedup: Dedup.makeSeries() }))
       // the first one over the notify QP: the bootstrap tells tx what rx speaks
       yield* tx.engine.sendNotification(rx.engine.segmentName, makeNotification("small", "x"))
       yield* tx.engine.sendNotification(rx.engine.segmentName, big)
-      const got: Array<Notification> = []
-      const deadline = Date.now() + 5000
-      while (got.length < 2 && Date.now() < deadline) {
-        for (const n of yield* rx.engine.receiveNotifications) got.push(n)
-        if (got.length < 2) yield* Effect.sleep("20 millis")
-      }
-      return { got, counters: rxDedup.counters }
+      return { got: yield* receive(rx.engine, 2), counters: rxDedup.counters }
     })
 
   it.scopedLive("series to series: the Notify carries a stamp, and the window admits it", () =>

@@ -203,38 +203,44 @@ describe("SessionTable bounds", () => {
     expect(table.sessionTtlMs).toBe(600_000)
   })
 
-  it("(f) beyond max sessions the least recently used is evicted (its late copy passes again), as an LRU model", () => {
-    fc.assert(
-      fc.property(
-        fc.integer({ min: 1, max: 6 }),
-        fc.array(fc.integer({ min: 0, max: 9 }), { maxLength: 300 }),
-        (max, uses) => {
-          const table = new SessionTable({ maxSessions: max })
-          // The model: sessions in recency order, least recent first; each session's seqs so far.
-          let lru: Array<number> = []
-          const sent = new Map<number, number>()
-          let evictions = 0
-          for (const s of uses) {
-            const seq = sent.get(s) ?? 0
-            const known = lru.includes(s)
-            if (!known && lru.length === max) {
-              const gone = lru.shift() as number
-              sent.delete(gone)
-              evictions++
+  // Small tables, and tables past the slot arrays' first growth (32) and the first bitmap chunk, with rehashing.
+  for (const [maxMax, sessions, uses, runs] of [
+    [6, 10, 300, 100],
+    [80, 120, 3000, 15]
+  ] as const)
+    it(`(f) beyond max sessions (≤ ${maxMax}, ${sessions} sessions) the least recently used is evicted (its late copy passes again), as an LRU model`, () => {
+      fc.assert(
+        fc.property(
+          fc.integer({ min: 1, max: maxMax }),
+          fc.array(fc.integer({ min: 0, max: sessions - 1 }), { maxLength: uses }),
+          (max, uses) => {
+            const table = new SessionTable({ maxSessions: max })
+            // The model: sessions in recency order, least recent first; each session's seqs so far.
+            let lru: Array<number> = []
+            const sent = new Map<number, number>()
+            let evictions = 0
+            for (const s of uses) {
+              const seq = sent.get(s) ?? 0
+              const known = lru.includes(s)
+              if (!known && lru.length === max) {
+                const gone = lru.shift() as number
+                sent.delete(gone)
+                evictions++
+              }
+              lru = [...lru.filter((x) => x !== s), s]
+              // A known session's copy of its last seq is a duplicate; a new (or evicted) one's seq 0 passes.
+              if (known) expect(table.admit(BigInt(s), BigInt(seq - 1))).toBe(false)
+              expect(table.admit(BigInt(s), BigInt(seq))).toBe(true)
+              sent.set(s, seq + 1)
             }
-            lru = [...lru.filter((x) => x !== s), s]
-            // A known session's copy of its last seq is a duplicate; a new (or evicted) one's seq 0 passes.
-            if (known) expect(table.admit(BigInt(s), BigInt(seq - 1))).toBe(false)
-            expect(table.admit(BigInt(s), BigInt(seq))).toBe(true)
-            sent.set(s, seq + 1)
+            expect(table.counters.evictions).toBe(evictions)
+            expect(table.counters.sessions).toBe(lru.length)
+            for (let s = 0; s < sessions; s++) expect(table.has(BigInt(s))).toBe(lru.includes(s))
           }
-          expect(table.counters.evictions).toBe(evictions)
-          expect(table.counters.sessions).toBe(lru.length)
-          for (let s = 0; s < 10; s++) expect(table.has(BigInt(s))).toBe(lru.includes(s))
-        }
+        ),
+        { numRuns: runs }
       )
-    )
-  })
+    })
 
   it("(f) inserting max + 1 sessions evicts the least recently used one; its late copy is delivered again", () => {
     const table = new SessionTable({ maxSessions: 3 })

@@ -5,91 +5,22 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { makeNotification, type Notification, type RpcAgent, TransportFailure } from "@tent/rpc"
-import { Context, Duration, Effect, Layer, Queue } from "effect"
-import {
-  Dedup,
-  DescriptorPolicy,
-  Diagnostics,
-  NotificationRouting,
-  NotifyFrame,
-  NotifyQpParams,
-  PeerHealth,
-  QpRetirement,
-  Resend,
-  type Series,
-  TransferEngine
-} from "../src/index.js"
+import { Duration, Effect, Queue } from "effect"
+import { Dedup, NotificationRouting, PeerHealth, QpRetirement, type Resend } from "../src/index.js"
 import { NOTIFY_SLOTS } from "../src/internal/NotifyChannel.js"
 import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
 import { type Side, twoTransports } from "./fixtures/endpoints.js"
-import { engineLayer } from "./fixtures/engine.js"
-
-/** The legacy series with some seams replaced. */
-const series = (o: {
-  readonly routing?: NotificationRouting.NotificationRoutingShape
-  readonly dedup?: Dedup.DedupShape
-  readonly peerHealth?: PeerHealth.PeerHealthPolicyShape
-}): Layer.Layer<Series.Policies> =>
-  Layer.mergeAll(
-    QpRetirement.layerLegacy,
-    NotifyQpParams.layerLegacy,
-    Layer.succeed(NotificationRouting.NotificationRouting, o.routing ?? NotificationRouting.legacy),
-    Layer.succeed(PeerHealth.PeerHealthPolicy, o.peerHealth ?? PeerHealth.legacy),
-    DescriptorPolicy.layerLegacy,
-    Layer.succeed(Dedup.Dedup, o.dedup ?? Dedup.legacy),
-    Resend.layerLegacy
-  )
-
-/** An engine in this process and its diagnostics. */
-const engine = (json: unknown, policies: Layer.Layer<Series.Policies> = series({})) =>
-  Effect.map(Layer.build(engineLayer(json, ["mlx0", "mlx1"], policies)), (ctx) => ({
-    engine: Context.get(ctx, TransferEngine.TransferEngine),
-    diag: Context.get(ctx, Diagnostics.Diagnostics)
-  }))
-
-const rdmaOnly = { transports: { tcp: { enable: false } } }
-const tcpOnly = { transports: { rdma: { enable: false } } }
-
-/** Drains `e` every 20 ms until `n` notifications arrived or `ms` passed. */
-const receive = (e: TransferEngine.TransferEngineShape, n: number, ms = 5000) =>
-  Effect.gen(function* () {
-    const got: Array<Notification> = []
-    const deadline = Date.now() + ms
-    while (got.length < n && Date.now() < deadline) {
-      for (const x of yield* e.receiveNotifications) got.push(x)
-      if (got.length < n) yield* Effect.sleep("20 millis")
-    }
-    return got
-  })
+import { bySize, engine, openReceiver, rdmaOnly, receive, series, tcpOnly, until } from "./fixtures/policies.js"
 
 const text = (n: Notification) => new TextDecoder().decode(n.name)
 
-/** Waits (≤ 5 s, polling) until `cond` holds. */
-const until = (cond: () => boolean) =>
-  Effect.gen(function* () {
-    for (let i = 0; i < 250 && !cond(); i++) yield* Effect.sleep("20 millis")
-    return cond()
-  })
-
-/** A receiver that takes control-plane `Notify`s without the TCP transport, and drains every queue. */
-const openReceiver: NotificationRouting.NotificationRoutingShape = {
-  ...NotificationRouting.legacy,
-  rpcCallback: "engine",
-  drainOrder: () => ["rdma", "tcp"]
-}
-
 describe("NotificationRouting: decided per notification, the control plane always offered last (RFC PR 3's seam)", () => {
   const big = makeNotification("big", new Uint8Array(100_000).fill(7))
-  const bySize: NotificationRouting.NotificationRoutingShape = {
-    ...NotificationRouting.legacy,
-    route: (n, senders) =>
-      n.name.length + n.msg.length > NotifyFrame.MAX_PAYLOAD ? [senders.controlPlane] : senders.transports.slice(0, 1)
-  }
 
   it.scopedLive("an RDMA-only engine sends a notification larger than a slot over the control plane's Notify", () =>
     Effect.gen(function* () {
       const rx = yield* engine(rdmaOnly, series({ routing: openReceiver }))
-      const tx = yield* engine(rdmaOnly, series({ routing: bySize }))
+      const tx = yield* engine(rdmaOnly, series({ routing: bySize() }))
       yield* tx.engine.sendNotification(rx.engine.segmentName, makeNotification("small", "x"))
       yield* tx.engine.sendNotification(rx.engine.segmentName, big)
       const got = yield* receive(rx.engine, 2)
