@@ -98,10 +98,13 @@ export const make: Effect.Effect<RpcAgentShape, never, RpcConfig | Scope.Scope> 
   const connection = (address: string): Connection | TransportFailure => {
     const existing = connections.get(address)
     if (existing !== undefined) return existing
-    if (closed) return new TransportFailure({ address, reason: "Closed", message: "agent is closed" })
+    // Both refused here, before anything is sent: nothing a guard should learn of the peer.
+    if (closed) return refusedHere(new TransportFailure({ address, reason: "Closed", message: "agent is closed" }))
     const target = parseAddress(address)
     if (target === undefined) {
-      return new TransportFailure({ address, reason: "Refused", message: `"${address}" is not a host:port address` })
+      return refusedHere(
+        new TransportFailure({ address, reason: "Refused", message: `"${address}" is not a host:port address` })
+      )
     }
     const c = new Connection(address, target.host, target.port, settings, maxFrame, onDead)
     connections.set(address, c)
@@ -200,7 +203,7 @@ export interface CallGuard {
    * Runs after every admitted call that ended: with its {@link TransportFailure}, or `undefined` when the peer
    * answered (a success or a typed reply error). Not run when the caller interrupted the call or it died, nor when the
    * agent refused the call itself before sending (`NotificationTooLarge`, `DataTooLarge` or an invalid range of its
-   * own limits): the peer said nothing, so nothing is learnt of it.
+   * own limits, an address that is not `host:port`, a closed agent): the peer said nothing, so nothing is learnt of it.
    */
   readonly record: (address: string, failure: TransportFailure | undefined) => Effect.Effect<void>
 }

@@ -84,7 +84,9 @@ describe("RpcAgent.decorate", () => {
         expect(localNotify._tag).toBe("NotificationTooLarge")
         const localData = yield* Effect.flip(strict.sendData(at, 0, new Uint8Array(100)))
         expect(localData._tag).toBe("DataTooLarge")
-        expect(admitted).toEqual([at, at])
+        const malformed = yield* Effect.flip(strict.probe("not-an-address"))
+        expect(malformed.message).toContain("is not a host:port")
+        expect(admitted).toEqual([at, at, "not-an-address"])
         expect(recorded).toEqual([])
 
         recorded.length = 0
