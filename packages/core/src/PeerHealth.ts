@@ -95,6 +95,6 @@ export const layer: Layer.Layer<PeerHealthPolicy, ConfigError> = Layer.effect(
     const options = yield* HealthRecord.config
     const rpc = yield* RpcConfig.config
     const record = yield* HealthRecord.make(options)
-    return fromRecord(record, rpc.probeTimeoutMs ?? RpcConfig.defaults["probe_timeout_ms"])
+    return fromRecord(record, rpc.probeTimeoutMs ?? RpcConfig.defaults.probe_timeout_ms)
   })
 )
