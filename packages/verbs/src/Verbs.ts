@@ -42,6 +42,23 @@ export interface PortAttr {
   readonly activeWidth: number
 }
 
+/**
+ * `struct ibv_device_attr`, the limits a request is clamped to: work requests and SGEs per QP, CQ entries, and the
+ * RDMA READ/atomic depths (`max_qp_init_rd_atom` bounds a QP's `max_rd_atomic`, `max_qp_rd_atom` its
+ * `max_dest_rd_atomic`).
+ */
+export interface DeviceAttr {
+  readonly maxQp: number
+  readonly maxQpWr: number
+  readonly maxSge: number
+  readonly maxCq: number
+  readonly maxCqe: number
+  readonly maxMrSize: number
+  readonly maxQpRdAtom: number
+  readonly maxQpInitRdAtom: number
+  readonly physPortCnt: number
+}
+
 /** `struct ibv_global_route`. */
 export interface GlobalRoute {
   readonly dgid: Gid
@@ -239,6 +256,8 @@ export interface ProtectionDomain {
 /** `struct ibv_context`: an opened device. */
 export interface DeviceContext {
   readonly device: DeviceInfo
+  /** `ibv_query_device`; a provider that has no device limits to report leaves it out. */
+  readonly queryDevice?: Effect.Effect<DeviceAttr, RdmaError>
   /** `ibv_query_port`. */
   queryPort(portNum: number): Effect.Effect<PortAttr, RdmaError>
   /** `ibv_query_gid`. On SoftVerbs GID 0 of port 1 carries the device's UDP address. */
