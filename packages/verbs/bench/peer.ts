@@ -2,8 +2,10 @@
  * The far side of the verbs benchmark, in its own process. It serves both the floor (plain `node:dgram`) and
  * SoftVerbs, and prints one JSON line with its addresses, then takes JSON-line requests on stdin.
  *
- * dgram: a datagram starting with `P` is echoed back; any other is counted, and one 4-byte ACK carrying the count is
- * sent per event-loop turn (the windowed floor's flow control).
+ * dgram: a datagram starting with `P` is echoed back. Any other is a stream datagram `[u8 'S'][3 pad][u32 run][u32
+ * seq]`: it is counted for its run (a new run number starts the count at 0), and one 12-byte ACK `[u32 run][u32
+ * received in the run][u32 highest seq + 1]` is sent per event-loop turn (the windowed floor's flow control). The
+ * sender credits its window from the highest seq, so a lost datagram does not hold a slot for the rest of the run.
  * SoftVerbs: RECVs are reposted as they complete; a message starting with `P` is answered with a 64-byte SEND.
  */
 import * as dgram from "node:dgram"
@@ -32,13 +34,17 @@ const program = Effect.gen(function* () {
   yield* Effect.promise(() => new Promise<void>((r) => sock.bind(0, "127.0.0.1", () => r())))
   sock.setRecvBufferSize(4 * MB)
   sock.setSendBufferSize(4 * MB)
+  let run = -1
   let counted = 0
+  let next = 0
   let ackQueued = false
   let ackTo: { port: number; address: string } = { port: 0, address: "" }
-  const ack = Buffer.alloc(4)
+  const ack = Buffer.alloc(12)
   const flushAck = () => {
     ackQueued = false
-    ack.writeUInt32LE(counted >>> 0, 0)
+    ack.writeUInt32LE(run >>> 0, 0)
+    ack.writeUInt32LE(counted >>> 0, 4)
+    ack.writeUInt32LE(next >>> 0, 8)
     sock.send(ack, ackTo.port, ackTo.address)
   }
   sock.on("message", (msg, rinfo) => {
@@ -46,7 +52,16 @@ const program = Effect.gen(function* () {
       sock.send(msg, rinfo.port, rinfo.address)
       return
     }
+    // Malformed stream datagrams are dropped uncounted.
+    if (msg.length < 12) return
+    const r = msg.readUInt32LE(4)
+    if (r !== run) {
+      run = r
+      counted = 0
+      next = 0
+    }
     counted++
+    next = Math.max(next, msg.readUInt32LE(8) + 1)
     if (!ackQueued) {
       ackQueued = true
       ackTo = rinfo
