@@ -14,6 +14,7 @@ import * as Recv from "./commands/Recv.js"
 import * as Send from "./commands/Send.js"
 import * as Serve from "./commands/Serve.js"
 import * as Transfer from "./commands/Transfer.js"
+import { version } from "./Version.js"
 
 /** The subcommands by name. */
 export const subcommands = {
@@ -68,7 +69,7 @@ export const usageLine = (name: string | undefined): string => {
   return cmd === undefined ? `tent <${Object.keys(subcommands).join("|")}> [options]` : `tent ${text}`
 }
 
-const cli = Command.run(tent, { name: "tent", version: "0.1.0" })
+const cli = Command.run(tent, { name: "tent", version })
 
 /** Runs the CLI on `argv` (as `process.argv`: node, script, args...). */
 export const run = (argv: ReadonlyArray<string>) =>

@@ -7,64 +7,15 @@
  *
  * @since 0.1.0
  */
-import { Options } from "@effect/cli"
 import { Diagnostics, EngineConfig, Series, TransferEngine } from "@tent/core"
 import { RailHealth } from "@tent/health"
+import { parseAddress } from "@tent/rpc"
 import { Ibverbs, SoftVerbs, type Verbs } from "@tent/verbs"
-import { Context, Effect, Layer, Option, type Scope } from "effect"
+import { type ConfigError, Context, Effect, Layer, type Scope } from "effect"
+import { configSource, type NodeOptions, softDeviceNames } from "./Options.js"
+import { UsageFailure } from "./Render.js"
 
-/** The SoftVerbs devices a node opens unless `--soft-devices` or `TENT_SOFT_DEVICES` says otherwise. */
-export const defaultSoftDevices = ["soft0", "soft1"] as const
-
-/** Options every node command shares. */
-export const nodeOptions = {
-  config: Options.file("config", { exists: "yes" }).pipe(
-    Options.withDescription(
-      'TENT transfer-engine.json to read (nested or flat "a/b" keys); environment variables override it (MC_TENT_CONF, RPC_NOTIFY_TIMEOUT_MS, ...)'
-    ),
-    Options.optional
-  ),
-  provider: Options.choice("provider", ["soft", "ibverbs"]).pipe(
-    Options.withDescription("verbs provider: soft (SoftVerbs, UDP on 127.0.0.1) or ibverbs (the system libibverbs)"),
-    Options.withDefault("soft" as const)
-  ),
-  arm: Options.choice("arm", ["series", "legacy"]).pipe(
-    Options.withDescription(
-      "series = the RFC's Layers as built, selected by the config's keys (notification/rpc_fallback, ...); legacy = TENT main's behaviour"
-    ),
-    Options.withDefault("series" as const)
-  ),
-  softDevices: Options.text("soft-devices").pipe(
-    Options.withDescription(
-      `comma-separated SoftVerbs device names (default: TENT_SOFT_DEVICES or ${defaultSoftDevices.join(",")})`
-    ),
-    Options.optional
-  )
-}
-
-/** What {@link nodeOptions} parse to. */
-export interface NodeOptions {
-  readonly config: Option.Option<string>
-  readonly provider: "soft" | "ibverbs"
-  readonly arm: "series" | "legacy"
-  readonly softDevices: Option.Option<string>
-}
-
-/** The SoftVerbs device names of these options. */
-export const softDeviceNames = (o: Pick<NodeOptions, "softDevices">): ReadonlyArray<string> => {
-  const text = Option.getOrElse(o.softDevices, () => process.env.TENT_SOFT_DEVICES ?? defaultSoftDevices.join(","))
-  return text
-    .split(",")
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0)
-}
-
-/** The configuration source of these options: the file (if any) and this process's environment. */
-export const configSource = (o: Pick<NodeOptions, "config">): EngineConfig.ConfigSource =>
-  Option.match(o.config, {
-    onNone: () => ({ env: process.env }),
-    onSome: (file) => ({ file, env: process.env })
-  })
+export { configSource, defaultSoftDevices, type NodeOptions, nodeOptions, softDeviceNames } from "./Options.js"
 
 /** The verbs provider of these options. */
 export const verbsLayer = (o: NodeOptions): Layer.Layer<Verbs, import("@tent/verbs").RdmaError> =>
@@ -96,3 +47,18 @@ export const makeNode = (o: NodeOptions): Effect.Effect<EngineNode, unknown, Sco
 /** Builds the node's engine in the current scope. */
 export const makeEngine = (o: NodeOptions): Effect.Effect<TransferEngine.TransferEngineShape, unknown, Scope.Scope> =>
   Effect.map(makeNode(o), (n) => n.engine)
+
+/**
+ * Refuses, before any node starts, a peer that cannot be one: under the peer registry (`metadata_type` `p2p`, the
+ * default) a segment's name is its node's `host:port`; under a central registry (`redis`) any name goes.
+ */
+export const checkPeer = (o: NodeOptions, peer: string): Effect.Effect<void, UsageFailure | ConfigError.ConfigError> =>
+  Effect.flatMap(Effect.provide(EngineConfig.EngineConfig, EngineConfig.layer(configSource(o))), (settings) =>
+    settings.metadataType === "p2p" && parseAddress(peer) === undefined
+      ? Effect.fail(
+          new UsageFailure(
+            `${JSON.stringify(peer)} is not a peer address: under metadata_type p2p a peer is the host:port that \`tent serve\` printed (for example 127.0.0.1:12001, or [::1]:12001)`
+          )
+        )
+      : Effect.void
+  )

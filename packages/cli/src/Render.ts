@@ -16,6 +16,11 @@ const field = (e: unknown, k: string): string | undefined => {
   return typeof v === "string" ? v : typeof v === "number" ? String(v) : undefined
 }
 
+/** A usage error found when the command ran (a peer that cannot be an address): exit 2, as a bad argument. */
+export class UsageFailure extends Error {
+  readonly _tag = "UsageFailure"
+}
+
 /** One line for a typed error (or any thrown value) of the engine's layers; `peer` is the segment addressed. */
 export const describe = (error: unknown, peer?: string): string => {
   const tag = field(error, "_tag")
@@ -23,6 +28,7 @@ export const describe = (error: unknown, peer?: string): string => {
   const to = peer === undefined ? "" : ` (peer ${peer})`
   switch (tag) {
     case "CliFailure":
+    case "UsageFailure":
       return msg
     case "TransportFailure": {
       const address = field(error, "address") ?? peer ?? "?"
@@ -87,9 +93,30 @@ export const failWith =
         Effect.zipRight(
           Console.error(`tent ${command}: ${describe(error, peer)}`),
           Effect.sync(() => {
-            process.exitCode = 1
+            process.exitCode = (error as { _tag?: unknown } | null)?._tag === "UsageFailure" ? 2 : 1
           })
         ),
         undefined
       )
     })
+
+/**
+ * A command's handler whose body lives in a module loaded only when the command runs, so that parsing, `--help` and
+ * `--version` load no engine, and `tent send` never loads the probe or the bench. A module that cannot be loaded is
+ * the command's one line and a non-zero exit, as any other failure.
+ */
+export const lazy =
+  <M, O, R>(
+    command: string,
+    load: () => Promise<M>,
+    body: (module: M, options: O) => Effect.Effect<unknown, never, R>
+  ) =>
+  (options: O): Effect.Effect<unknown, never, R> =>
+    Effect.flatMap(
+      Effect.tryPromise({
+        try: load,
+        catch: (e) =>
+          new CliFailure(`cannot load the ${command} command: ${e instanceof Error ? e.message : String(e)}`)
+      }).pipe(failWith(command)),
+      (m) => (m === undefined ? Effect.void : body(m, options))
+    )

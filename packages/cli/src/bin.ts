@@ -1,34 +1,33 @@
+#!/usr/bin/env node
 /**
- * `tent` entry point (`pnpm tent <args>` runs this file with tsx). Logs go to stderr so stdout carries only the
- * commands' output; Ctrl-C interrupts the command, whose finalizers close sockets and kill child processes.
+ * `tent` entry point: the installed `tent` command (built into `dist/bin/tent.js` by `pnpm build`) and `pnpm tent`
+ * (this file through tsx). Answers without loading anything else: `tent --version`, and, in the built command,
+ * `tent --help` and `tent <command> --help` from `help.json` (each command's help as the parser prints it to a pipe,
+ * recorded by the build). Everything else loads the parser (`Main.ts`), which loads a command's body only when that
+ * command runs. `TENT_CLI_FAST=0` turns the answers off (the parser answers instead).
  *
  * @since 0.1.0
  */
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Cause, Console, Effect, Exit, Logger } from "effect"
-import { run } from "./Cli.js"
+import { readFileSync } from "node:fs"
+import { version } from "./Version.js"
 
-const ANSI = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g")
-const strip = (a: unknown): unknown => (typeof a === "string" ? a.replace(ANSI, "") : a)
+declare const TENT_BUNDLE: boolean | undefined
 
-/** Help and errors without colour codes when stdout is not a terminal (a pipe, a file, CI) or `NO_COLOR` is set. */
-const plainConsole = Effect.map(
-  Console.consoleWith(Effect.succeed),
-  (c): Console.Console => ({
-    ...c,
-    log: (...args) => c.log(...args.map(strip)),
-    error: (...args) => c.error(...args.map(strip))
-  })
-)
-const colour = process.stdout.isTTY === true && process.env.NO_COLOR === undefined
+const help = (args: ReadonlyArray<string>): string | undefined => {
+  if (typeof TENT_BUNDLE !== "boolean" || !TENT_BUNDLE) return undefined
+  const flag = (a: string | undefined) => a === "--help" || a === "-h"
+  const key = args.length === 1 && flag(args[0]) ? "" : args.length === 2 && flag(args[1]) ? args[0] : undefined
+  if (key === undefined) return undefined
+  try {
+    const texts = JSON.parse(readFileSync(new URL("./help.json", import.meta.url), "utf8")) as Record<string, string>
+    return Object.hasOwn(texts, key) ? texts[key] : undefined
+  } catch {
+    return undefined
+  }
+}
 
-run(process.argv).pipe(
-  (self) => (colour ? self : Effect.flatMap(plainConsole, (c) => Effect.withConsole(self, c))),
-  Effect.provide(NodeContext.layer),
-  Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))),
-  NodeRuntime.runMain({
-    // Interrupted (Ctrl-C, SIGTERM) → 130 once the finalizers ran; a defect → 1; otherwise the command's exit code.
-    teardown: (exit, onExit) =>
-      onExit(Exit.isSuccess(exit) ? Number(process.exitCode ?? 0) : Cause.isInterruptedOnly(exit.cause) ? 130 : 1)
-  })
-)
+const args = process.argv.slice(2)
+const fast = process.env.TENT_CLI_FAST !== "0"
+const text = !fast ? undefined : args.length === 1 && args[0] === "--version" ? `${version}\n\n` : help(args)
+if (text !== undefined) process.stdout.write(text)
+else await import("./Main.js")

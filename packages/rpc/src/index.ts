@@ -8,6 +8,8 @@
 export * from "./ControlPlane.js"
 export * as DescriptorCache from "./DescriptorCache.js"
 export * from "./Errors.js"
+/** `host:port` (IPv6 hosts in brackets) parsed, or `undefined`: what a peer's address under the peer registry is. */
+export { formatAddress, parseAddress } from "./internal/address.js"
 export * from "./Models.js"
 export * as NotifyWire from "./NotifyWire.js"
 export * as Registry from "./Registry.js"

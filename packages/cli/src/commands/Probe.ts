@@ -8,177 +8,49 @@
  *
  * `TENT_PROBE_COUNT` (hidden, for tests) replaces the 2000 notifications per kind of a stream scenario;
  * `TENT_PROBE_WITHOUT_WINDOW=1` (hidden, an ablation) runs the series arm without PR 6's window (PR 7 alone).
+ * The body (`run/Probe.ts`) is loaded when the command runs.
  *
  * @since 0.1.0
  */
 import { Command, Options } from "@effect/cli"
-import { Console, Effect, Option } from "effect"
-import { live } from "../probe/Children.js"
-import {
-  type Arm,
-  type Entry,
-  entries,
-  entryName,
-  fullPlan,
-  type Plan,
-  quickFactors,
-  quickPlan,
-  type Row,
-  runRow,
-  title
-} from "../probe/Matrix.js"
-import { CliFailure, failWith } from "../Render.js"
+import { lazy } from "../Render.js"
 
-/** The arms of `--arm both`, in the order they run within a scenario. */
-export const bothArms: ReadonlyArray<Arm> = ["legacy", "series"]
-
-const cell = (r: Row) => {
-  const t = r.seconds.map((x) => `${x.toFixed(3)} s`).join(", ")
-  return [
-    entryName(r),
-    title(r.scenario, r.freeze),
-    r.arm,
-    `${r.received}/${r.sent}`,
-    `${r.ok}/${r.failed}/${r.notAttempted}`,
-    String(r.duplicates),
-    t === "" ? "-" : t,
-    r.note
-  ]
+export const options = {
+  arm: Options.choice("arm", ["legacy", "series", "both"]).pipe(
+    Options.withDescription(
+      "legacy = TENT main (Series.legacy); series = the RFC's seven Layers (Series.all); both = the two arms alternating per scenario"
+    ),
+    Options.withDefault("both" as const)
+  ),
+  quick: Options.boolean("quick").pipe(
+    Options.withDescription(
+      "divide the control-plane timeouts (30 s -> 2 s) and the freeze (60 s -> 4 s) by 15, retry counts unchanged, so the matrix runs in minutes; what it changes is printed"
+    )
+  ),
+  json: Options.boolean("json").pipe(
+    Options.withDescription(
+      'print {"rows":[{"scenario":1..6|"recovery"|"storm","freeze":"application"|"host"|null,"arm","sent","ok","failed","notAttempted","inFlightAtFault","closedInFlight","completedWhileFrozen","received","end","unknownQp","duplicates","seconds":[...]}]} on stdout'
+    )
+  ),
+  only: Options.text("only").pipe(
+    Options.withDescription(
+      "comma-separated rows to run: 1-6, recovery, storm (the resend storm: the receiver's notify QP to ERR after every 200 notifications); the frozen peers 4, 5, 6 and recovery as the RFC froze them: the application stopped, its NIC alive), and 4-host, 5-host, 6-host, recovery-host (a SIGSTOP of the whole SoftVerbs process, NIC included); default all"
+    ),
+    Options.optional
+  )
 }
 
-/** The matrix as a Markdown table (the RFC's Motivation table's shape). */
-export const table = (rows: ReadonlyArray<Row>): string => {
-  const head = [
-    "#",
-    "scenario",
-    "arm",
-    "received/sent",
-    "ok/failed/not attempted",
-    "duplicates",
-    "seconds",
-    "what happened"
-  ]
-  const body = rows.map(cell)
-  const width = head.map((h, k) => Math.max(h.length, ...body.map((b) => (b[k] as string).length)))
-  const line = (cols: ReadonlyArray<string>) => `| ${cols.map((c, k) => c.padEnd(width[k] as number)).join(" | ")} |`
-  return [line(head), `|${width.map((w) => "-".repeat(w + 2)).join("|")}|`, ...body.map(line)].join("\n")
-}
-
-const parseOnly = (text: string): ReadonlyArray<Entry> | CliFailure => {
-  const out: Array<Entry> = []
-  for (const part of text.split(",").map((x) => x.trim())) {
-    const found = entries.find((e) => entryName(e) === part)
-    if (found === undefined)
-      return new CliFailure(`--only: unknown scenario ${part}; the scenarios are ${entries.map(entryName).join(", ")}`)
-    out.push(found)
-  }
-  return out
-}
-
-let exitHook = false
-const killOnExit = () => {
-  if (exitHook) return
-  exitHook = true
-  process.on("exit", () => {
-    for (const pid of live) {
-      try {
-        process.kill(pid, "SIGKILL")
-      } catch {
-        // already gone
-      }
-    }
-  })
-}
+/** What `tent probe`'s arguments parse to. */
+export type ProbeOptions = Command.Command.ParseConfig<typeof options>
 
 export const command = Command.make(
   "probe",
-  {
-    arm: Options.choice("arm", ["legacy", "series", "both"]).pipe(
-      Options.withDescription(
-        "legacy = TENT main (Series.legacy); series = the RFC's seven Layers (Series.all); both = the two arms alternating per scenario"
-      ),
-      Options.withDefault("both" as const)
-    ),
-    quick: Options.boolean("quick").pipe(
-      Options.withDescription(
-        "divide the control-plane timeouts (30 s -> 2 s) and the freeze (60 s -> 4 s) by 15, retry counts unchanged, so the matrix runs in minutes; what it changes is printed"
-      )
-    ),
-    json: Options.boolean("json").pipe(
-      Options.withDescription(
-        'print {"rows":[{"scenario":1..6|"recovery"|"storm","freeze":"application"|"host"|null,"arm","sent","ok","failed","notAttempted","inFlightAtFault","closedInFlight","completedWhileFrozen","received","end","unknownQp","duplicates","seconds":[...]}]} on stdout'
-      )
-    ),
-    only: Options.text("only").pipe(
-      Options.withDescription(
-        "comma-separated rows to run: 1-6, recovery, storm (the resend storm: the receiver's notify QP to ERR after every 200 notifications); the frozen peers 4, 5, 6 and recovery as the RFC froze them: the application stopped, its NIC alive), and 4-host, 5-host, 6-host, recovery-host (a SIGSTOP of the whole SoftVerbs process, NIC included); default all"
-      ),
-      Options.optional
-    )
-  },
-  (o) =>
-    Effect.gen(function* () {
-      const only = Option.match(o.only, { onNone: () => entries, onSome: parseOnly })
-      if (only instanceof CliFailure) return yield* Effect.fail(only)
-      const count = Number(process.env.TENT_PROBE_COUNT ?? 2000)
-      if (!Number.isInteger(count) || count < 8) {
-        return yield* Effect.fail(
-          new CliFailure(`TENT_PROBE_COUNT must be an integer >= 8, got ${process.env.TENT_PROBE_COUNT}`)
-        )
-      }
-      const plan: Plan = o.quick ? quickPlan(count) : fullPlan(count)
-      const arms: ReadonlyArray<Arm> = o.arm === "both" ? bothArms : [o.arm]
-      const info = (line: string) => (o.json ? Effect.sync(() => process.stderr.write(`${line}\n`)) : Console.log(line))
-      yield* info(
-        `tent probe: two processes on 127.0.0.1, two SoftVerbs NICs each; ${count} transfer-bound + ${count} standalone notifications then END per stream scenario, counted per (session, seq)`
-      )
-      yield* info(
-        o.quick ? `--quick: ${quickFactors}` : "full timeouts: the library's 30 s control-plane default; a 60 s freeze"
-      )
-      yield* info(
-        "frozen peer (rows 4, 5, 6, recovery): the application frozen, its NIC alive, as the RFC froze it on hardware: the peer's engine stops polling its CQs and its control plane stops reading, while its SoftVerbs NICs run on (they ACK SENDs into posted receives, then RNR-NAK; the kernel still completes TCP handshakes): this models a hardware or rxe NIC. The -host rows SIGSTOP the whole SoftVerbs process, NIC included (a host freeze: no ACKs)"
-      )
-      if (o.arm !== "legacy" && process.env.TENT_PROBE_WITHOUT_WINDOW === "1") {
-        yield* info(
-          "TENT_PROBE_WITHOUT_WINDOW=1: the series arm runs without PR 6's dedup window (stamped frames and PR 7's resends, every copy delivered): an ablation, not a configuration"
-        )
-      }
-      if (o.arm !== "legacy") {
-        yield* info(
-          "series arm: Series.all = RFC PRs 1-7 (QpRetirement, ParamsFromEndpoint, RpcFallback, PeerHealth, DescriptorPolicy, Dedup, Resend)"
-        )
-      }
-      killOnExit()
-      const tty = process.stderr.isTTY === true && !o.json
-      const report = (line: string) => {
-        if (tty) process.stderr.write(`\r\u001b[2K${line.slice(0, (process.stderr.columns ?? 120) - 1)}`)
-      }
-      const rows: Array<Row> = []
-      const t0 = performance.now()
-      for (const entry of only) {
-        const name = entryName(entry)
-        for (const arm of arms) {
-          report(`scenario ${name} ${arm}: starting two processes`)
-          const row = yield* runRow(entry, arm, plan, report)
-          if (tty) process.stderr.write("\r\u001b[2K")
-          rows.push(row)
-          if (!o.json)
-            yield* Console.log(
-              `  ${name} ${arm}: ${row.received}/${row.sent} received (${row.ok} ok, ${row.failed} failed, ${row.notAttempted} not attempted), ${row.duplicates} duplicates, ${row.seconds.join(" s, ")}${row.seconds.length > 0 ? " s" : ""}`
-            )
-        }
-      }
-      const elapsed = ((performance.now() - t0) / 1000).toFixed(1)
-      if (o.json) {
-        const plain = rows.map(({ note: _, ...r }) => r)
-        yield* Console.log(JSON.stringify({ rows: plain }))
-        process.stderr.write(`tent probe: ${rows.length} rows in ${elapsed} s\n`)
-        return
-      }
-      yield* Console.log("")
-      yield* Console.log(table(rows))
-      yield* Console.log(`\n${rows.length} rows in ${elapsed} s`)
-    }).pipe(failWith("probe"))
+  options,
+  lazy(
+    "probe",
+    () => import("./run/Probe.js"),
+    (m, o: ProbeOptions) => m.run(o)
+  )
 ).pipe(
   Command.withDescription(
     "Run the RFC's notification fault matrix between two real processes (two soft NICs each) and print received/sent, duplicates and times per scenario and arm."

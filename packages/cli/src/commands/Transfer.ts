@@ -3,17 +3,15 @@
  * `--seed`, RDMA-WRITEs them into the first buffer of PEER's segment at `--offset` (one batch, sliced over the
  * rails), optionally with a transfer-bound notification, waits for the batch, and prints the bytes' SHA-256.
  * `--verify` READs the range back from the peer and compares.
+ * The body (`run/Transfer.ts`) is loaded when the command runs.
  *
  * @since 0.1.0
  */
-import { createHash } from "node:crypto"
-import { Command, Options } from "@effect/cli"
-import { EngineConfig } from "@tent/core"
-import { makeNotification, RpcAgent, RpcConfig } from "@tent/rpc"
-import { Console, Effect, Layer, Option } from "effect"
-import { configSource, makeNode, nodeOptions } from "../Node.js"
-import { CliFailure, failWith } from "../Render.js"
-import { drained, peerArg } from "./Send.js"
+import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
+import { Effect } from "effect"
+import { nodeOptions } from "../Options.js"
+import { lazy } from "../Render.js"
+import { peerArg } from "./Send.js"
 
 /** The bytes `tent transfer` writes: a deterministic pattern of `seed`. */
 export const pattern = (length: number, seed: number): Buffer => {
@@ -30,92 +28,52 @@ export const pattern = (length: number, seed: number): Buffer => {
   return b
 }
 
+/** `--notify NAME=MSG` split at its first `=` (a message may hold more); anything else is a usage error that says so. */
+export const notifyOption = (text: string) => {
+  const at = text.indexOf("=")
+  return at > 0
+    ? Effect.succeed({ name: text.slice(0, at), msg: text.slice(at + 1) })
+    : Effect.fail(
+        ValidationError.invalidValue(
+          HelpDoc.p(
+            `--notify wants NAME=MSG, the notification's name and message joined by "=" (for example --notify done=req-7), got ${JSON.stringify(text)}`
+          )
+        )
+      )
+}
+
+export const options = {
+  ...nodeOptions,
+  peer: peerArg,
+  bytes: Options.integer("bytes").pipe(Options.withDescription("how many bytes to write")),
+  offset: Options.integer("offset").pipe(
+    Options.withDescription("where in the peer's first buffer to write"),
+    Options.withDefault(0)
+  ),
+  seed: Options.integer("seed").pipe(Options.withDescription("seed of the byte pattern"), Options.withDefault(1)),
+  notify: Options.text("notify").pipe(
+    Options.withDescription(
+      "NAME=MSG: a transfer-bound notification, sent once the batch completed (for example --notify done=req-7)"
+    ),
+    Options.mapEffect(notifyOption),
+    Options.optional
+  ),
+  verify: Options.boolean("verify").pipe(
+    Options.withDescription("READ the range back from the peer and compare it with what was written")
+  )
+}
+
+/** What `tent transfer`'s arguments parse to. */
+export type TransferOptions = Command.Command.ParseConfig<typeof options>
+
 export const command = Command.make(
   "transfer",
-  {
-    ...nodeOptions,
-    peer: peerArg,
-    bytes: Options.integer("bytes").pipe(Options.withDescription("how many bytes to write")),
-    offset: Options.integer("offset").pipe(
-      Options.withDescription("where in the peer's first buffer to write"),
-      Options.withDefault(0)
-    ),
-    seed: Options.integer("seed").pipe(Options.withDescription("seed of the byte pattern"), Options.withDefault(1)),
-    notify: Options.keyValueMap("notify").pipe(
-      Options.withDescription("NAME=MSG: a transfer-bound notification, sent once the batch completed"),
-      Options.optional
-    ),
-    verify: Options.boolean("verify").pipe(
-      Options.withDescription("READ the range back from the peer and compare it with what was written")
-    )
-  },
-  (o) =>
-    Effect.scoped(
-      Effect.gen(function* () {
-        if (o.bytes <= 0) return yield* Effect.fail(new CliFailure("--bytes must be positive"))
-        const notification = Option.flatMap(o.notify, (m) => {
-          const [first] = Array.from(m)
-          return first === undefined ? Option.none() : Option.some(makeNotification(first[0], first[1]))
-        })
-        const { engine, diagnostics } = yield* makeNode(o)
-        const agent = yield* RpcAgent.make.pipe(
-          Effect.provide(RpcConfig.layerConfig.pipe(Layer.provide(EngineConfig.layerProvider(configSource(o)))))
-        )
-        const desc = yield* agent.getSegmentDesc(o.peer)
-        const target = desc.buffers[0]
-        if (target === undefined) {
-          return yield* Effect.fail(
-            new CliFailure(`segment ${o.peer} has no registered buffer; check: tent serve --segment-size`)
-          )
-        }
-        if (o.offset < 0 || o.offset + o.bytes > target.length) {
-          return yield* Effect.fail(
-            new CliFailure(
-              `[${o.offset}, +${o.bytes}) does not fit the ${target.length}-byte buffer of ${o.peer}; check: --offset, --bytes, tent serve --segment-size`
-            )
-          )
-        }
-        const data = pattern(o.bytes, o.seed)
-        const local = yield* engine.registerSegment(data)
-        const handle = yield* engine.openSegment(o.peer)
-        const t0 = performance.now()
-        const batch = yield* engine.allocateBatch
-        const request = {
-          opcode: "WRITE",
-          source: local.addr,
-          target: handle,
-          targetOffset: target.addr + o.offset,
-          length: o.bytes
-        } as const
-        yield* engine.submitTransfer(batch, [request], Option.getOrUndefined(notification))
-        const status = yield* engine.waitTransfer(batch, 120_000)
-        if (status.status !== "COMPLETED") {
-          return yield* Effect.fail(
-            new CliFailure(
-              `WRITE of ${o.bytes} bytes to ${o.peer} ended ${status.status} (${status.transferredBytes} bytes moved); check: the peer is running and its port is up`
-            )
-          )
-        }
-        const ms = performance.now() - t0
-        if (Option.isSome(notification)) yield* drained(diagnostics, o.peer)
-        const sha = createHash("sha256").update(data).digest("hex")
-        if (o.verify) {
-          const back = Buffer.alloc(o.bytes)
-          const mine = yield* engine.registerSegment(back)
-          const read = yield* engine.allocateBatch
-          yield* engine.submitTransfer(read, [{ ...request, opcode: "READ", source: mine.addr }])
-          const rs = yield* engine.waitTransfer(read, 120_000)
-          if (rs.status !== "COMPLETED" || !back.equals(data)) {
-            return yield* Effect.fail(
-              new CliFailure(`reading the range back from ${o.peer} did not return the bytes written (${rs.status})`)
-            )
-          }
-        }
-        yield* Console.log(
-          `wrote ${o.bytes} bytes to ${o.peer} at ${target.addr + o.offset} in ${ms.toFixed(1)} ms (${((o.bytes / ms) * 1e-3).toFixed(1)} MB/s), sha256 ${sha}${o.verify ? ", read back identical" : ""}`
-        )
-      })
-    ).pipe(failWith("transfer", o.peer))
+  options,
+  lazy(
+    "transfer",
+    () => import("./run/Transfer.js"),
+    (m, o: TransferOptions) => m.run(o)
+  )
 ).pipe(
   Command.withDescription(
     "RDMA-WRITE --bytes of a seeded pattern into PEER's segment (optionally with a transfer-bound notification) and print their SHA-256."

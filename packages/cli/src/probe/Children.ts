@@ -1,6 +1,7 @@
 /**
- * The probe's child processes: real Node processes (`node --import tsx`, so the pid is the process itself and
- * `SIGSTOP` freezes it) running `node.ts`, spoken to in JSON lines with request ids. Each is killed when its scope
+ * The probe's child processes: real Node processes (so the pid is the process itself and `SIGSTOP` freezes it)
+ * running `node.ts` — through tsx's loader from a clone, or the built `probe-node.js` beside the bundle of the installed
+ * `tent` command — spoken to in JSON lines with request ids. Each is killed when its scope
  * closes — resumed first if stopped, asked to leave by closing stdin, then `SIGKILL` — even when the probe failed
  * or was interrupted. Every request is bounded.
  *
@@ -11,9 +12,20 @@ import { createInterface } from "node:readline"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { Data, Effect, type Scope } from "effect"
 
-const root = fileURLToPath(new URL("../../../../", import.meta.url))
-const tsxLoader = pathToFileURL(`${root}node_modules/tsx/dist/loader.mjs`).href
-const nodeFile = fileURLToPath(new URL("./node.ts", import.meta.url))
+declare const TENT_BUNDLE: boolean | undefined
+
+/** How a child is started: `node [--import tsx] <file>`. */
+const childCommand = (): ReadonlyArray<string> => {
+  if (typeof TENT_BUNDLE === "boolean" && TENT_BUNDLE)
+    return [fileURLToPath(new URL("./probe-node.js", import.meta.url))]
+  if (import.meta.url.endsWith(".js")) return [fileURLToPath(new URL("./node.js", import.meta.url))]
+  const root = fileURLToPath(new URL("../../../../", import.meta.url))
+  return [
+    "--import",
+    pathToFileURL(`${root}node_modules/tsx/dist/loader.mjs`).href,
+    fileURLToPath(new URL("./node.ts", import.meta.url))
+  ]
+}
 
 /** A probe child that did not start, died, or did not answer in time. */
 export class ChildFailure extends Data.TaggedError("ChildFailure")<{ readonly message: string }> {}
@@ -36,7 +48,7 @@ export interface Child {
 
 const start = (role: string, options: Record<string, unknown>): Promise<{ child: Child; process: ChildProcess }> =>
   new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, ["--import", tsxLoader, nodeFile, JSON.stringify({ role, ...options })], {
+    const proc = spawn(process.execPath, [...childCommand(), JSON.stringify({ role, ...options })], {
       stdio: ["pipe", "pipe", "pipe"],
       env: { ...process.env, TENT_PROBE_CHILD: "1" }
     })
