@@ -10,7 +10,7 @@
  * @since 0.1.0
  */
 import { Config, Effect, Layer } from "effect"
-import koffi from "koffi"
+import koffi, { type LibraryHandle } from "koffi"
 import { DeviceNotFound } from "./Errors.js"
 import * as Device from "./ibverbs/Device.js"
 import { bind, type Library } from "./ibverbs/Library.js"
@@ -37,22 +37,34 @@ export const config: Config.Config<Options> = Config.string(LIBRARY_KEY).pipe(
 
 const loaded = new Map<string, Library | DeviceNotFound>()
 
-/** Loads and binds a libibverbs once per path; a failure becomes the `DeviceNotFound` every call then reports. */
+const install =
+  "rdma-core's user-space verbs: `apt-get install libibverbs1 ibverbs-providers` (Debian/Ubuntu) or " +
+  `\`dnf install libibverbs rdma-core\` (RHEL/Fedora), or set ${LIBRARY_KEY} to the library's path.`
+
+const cause = (e: unknown): string => (e instanceof Error ? e.message : String(e))
+
+/**
+ * Loads and binds a libibverbs once per path; a failure becomes the `DeviceNotFound` every call then reports. Verbs
+ * that only newer rdma-core exports are bound on first use (`Library.optional`), so their absence is no load failure.
+ */
 const load = (path: string): Library | DeviceNotFound => {
   let lib = loaded.get(path)
   if (lib === undefined) {
-    try {
-      lib = bind(koffi.load(path))
-    } catch (e) {
-      lib = new DeviceNotFound({
-        reason: "LibraryMissing",
-        available: [],
-        message:
-          `libibverbs could not be loaded from "${path}" (${e instanceof Error ? e.message : String(e)}). Install ` +
-          "rdma-core's user-space verbs: `apt-get install libibverbs1 ibverbs-providers` (Debian/Ubuntu) or " +
-          `\`dnf install libibverbs rdma-core\` (RHEL/Fedora), or set ${LIBRARY_KEY} to the library's path.`
-      })
-    }
+    lib = ((): Library | DeviceNotFound => {
+      let handle: LibraryHandle
+      try {
+        handle = koffi.load(path)
+      } catch (e) {
+        const message = `libibverbs could not be loaded from "${path}" (${cause(e)}). Install ${install}`
+        return new DeviceNotFound({ reason: "LibraryMissing", available: [], message })
+      }
+      try {
+        return bind(handle)
+      } catch (e) {
+        const message = `"${path}" is not a usable libibverbs: ${cause(e)}. Install ${install}`
+        return new DeviceNotFound({ reason: "LibraryMissing", available: [], message })
+      }
+    })()
     loaded.set(path, lib)
   }
   return lib

@@ -34,57 +34,28 @@ import {
   Verbs,
   WorkCompletion
 } from "../src/Verbs.js"
-import { fixtures, gcc, makeBuildDir, missingToolchain, requireHeaders } from "./fixtures/ibverbs/toolchain.js"
+import { bindFake, buildFake, type Fake } from "./fixtures/ibverbs/fake.js"
+import { makeBuildDir, missingToolchain, requireHeaders } from "./fixtures/ibverbs/toolchain.js"
 
 const skip = missingToolchain !== undefined && !requireHeaders
 if (skip) console.log(`[ibverbs-marshal] skipped: ${missingToolchain} (TENT_REQUIRE_VERBS_HEADERS unset)`)
 
-/** The double's control functions, bound from the same library file the provider loads (so they share its state). */
-const bindFake = (path: string) => {
-  const lib = koffi.load(path)
-  return {
-    setDevices: lib.func("void fake_set_devices(int n, int err)"),
-    setExtendedQueryPort: lib.func("void fake_set_extended_query_port(int on)"),
-    count: lib.func("int fake_count(const char *name)") as (name: string) => number,
-    takeLog: lib.func("int fake_take_log(void *out, int cap)"),
-    cqPush: lib.func(
-      "int fake_cq_push(int index, uint64_t wr_id, int status, int opcode, uint32_t vendor_err, uint32_t byte_len, " +
-        "uint32_t imm_host, uint32_t qp_num, uint32_t src_qp, unsigned int wc_flags, uint16_t pkey_index, " +
-        "uint16_t slid, uint8_t sl, uint8_t dlid_path_bits)"
-    ),
-    cqFailPoll: lib.func("int fake_cq_fail_poll(int index, int err)"),
-    qpFailPost: lib.func("int fake_qp_fail_post(uint32_t qp_num, int recv, int at, int err)"),
-    raiseAsync: lib.func("int fake_raise_async_event(int type, int element)"),
-    lastCq: lib.func("int fake_last_cq(void)") as () => number
-  }
-}
-
 describe.skipIf(skip)("Ibverbs against the C double of libibverbs", () => {
   let build: ReturnType<typeof makeBuildDir>
   let so: string
-  let fake: ReturnType<typeof bindFake>
+  let fake: Fake
   let verbs: Layer.Layer<Verbs>
-  const logBuf = Buffer.alloc(1 << 20)
 
   beforeAll(() => {
     expect(missingToolchain, "TENT_REQUIRE_VERBS_HEADERS=1 but the toolchain is missing").toBeUndefined()
     build = makeBuildDir()
-    so = join(build.dir, "libfake-ibverbs.so")
-    gcc(["-shared", "-fPIC", "-O1", "-o", so, join(fixtures, "fake-ibverbs.c")])
+    so = buildFake(build.dir, "fake-ibverbs")
     fake = bindFake(so)
     verbs = Ibverbs.layer({ library: so })
   })
   afterAll(() => build?.remove())
 
-  /** What the double logged since the last call, one parsed JSON record per line. */
-  const takeLog = (): Array<Record<string, unknown>> => {
-    const n = fake.takeLog(logBuf, logBuf.length) as number
-    const text = logBuf.subarray(0, n).toString("utf8")
-    return text
-      .split("\n")
-      .filter((l) => l !== "")
-      .map((l) => JSON.parse(l) as Record<string, unknown>)
-  }
+  const takeLog = () => fake.takeLog()
 
   const counts = (...names: ReadonlyArray<string>) => Object.fromEntries(names.map((n) => [n, fake.count(n)]))
 

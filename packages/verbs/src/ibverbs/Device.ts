@@ -11,6 +11,7 @@ import { DeviceNotFound, RdmaError } from "../Errors.js"
 import type {
   AsyncEvent,
   CompletionQueue,
+  DeviceAttr,
   DeviceContext,
   DeviceInfo,
   Gid,
@@ -22,7 +23,7 @@ import type {
 } from "../Verbs.js"
 import { addressOf, decodeFields, fieldsOf, readU64, stableBuffer, viewAt } from "./Codec.js"
 import { type CqOps, IbvCompletionQueue } from "./CompletionQueue.js"
-import { ibv_port_attr, Off, Size, verbs_context } from "./Layout.js"
+import { ibv_device_attr, ibv_port_attr, Off, Size, verbs_context } from "./Layout.js"
 import {
   address,
   errnoOf,
@@ -141,6 +142,7 @@ export class IbvDevice implements DeviceContext {
   readonly #eventBuf = stableBuffer(Size.asyncEvent)
   readonly #asyncPoll: ReturnType<typeof koffi.node.poll> | undefined
   readonly #portBuf = stableBuffer(Size.portAttr)
+  readonly #deviceBuf = stableBuffer(Size.deviceAttr)
   readonly #gidBuf = stableBuffer(16)
   #closed = false
 
@@ -182,6 +184,14 @@ export class IbvDevice implements DeviceContext {
           : Effect.logWarning(rdmaError("ibv_close_device", errnoOf(rc), `of ${this.device.name} `).message)
       )
     )
+  })
+
+  readonly queryDevice: Effect.Effect<DeviceAttr, RdmaError> = Effect.suspend(() => {
+    const buf = this.#deviceBuf
+    buf.fill(0)
+    const rc = this.#lib.queryDevice(this.#ctx, addressOf(buf))
+    if (rc !== 0) return Effect.fail(rdmaError("ibv_query_device", errnoOf(rc), `of ${this.device.name} `))
+    return Effect.succeed(decodeFields(new DataView(buf.buffer), deviceFields, deviceKeys))
   })
 
   queryPort(portNum: number): Effect.Effect<PortAttr, RdmaError> {
@@ -311,6 +321,18 @@ export class IbvDevice implements DeviceContext {
   }
 }
 
+const deviceFields = fieldsOf(ibv_device_attr)
+const deviceKeys = [
+  "maxQp",
+  "maxQpWr",
+  "maxSge",
+  "maxCq",
+  "maxCqe",
+  "maxMrSize",
+  "maxQpRdAtom",
+  "maxQpInitRdAtom",
+  "physPortCnt"
+] as const
 const portFields = fieldsOf(ibv_port_attr)
 const portKeys = [
   "state",
@@ -366,10 +388,15 @@ export class IbvProtectionDomain implements ProtectionDomain {
     return Effect.acquireRelease(
       Effect.suspend(() => {
         const addr = addressOf(buffer)
+        // The `ibv_reg_mr` macro: optional access bits go through ibv_reg_mr_iova2. A libibverbs without it (older
+        // rdma-core) registers with ibv_reg_mr and without those bits, which are hints (relaxed ordering) a provider
+        // may ignore anyway; the region's `access` says what was registered.
+        const iova2 = (access & ACCESS_OPTIONAL_RANGE) !== 0 ? lib.optional.regMrIova2() : undefined
+        const registered = iova2 === undefined ? access & ~ACCESS_OPTIONAL_RANGE : access
         const mr = address(
-          (access & ACCESS_OPTIONAL_RANGE) !== 0
-            ? lib.regMrIova2(this.address, addr, buffer.length, addr, access)
-            : lib.regMr(this.address, addr, buffer.length, access)
+          iova2 === undefined
+            ? lib.regMr(this.address, addr, buffer.length, registered)
+            : iova2(this.address, addr, buffer.length, addr, access)
         )
         if (mr === 0) {
           return Effect.fail(
@@ -383,10 +410,18 @@ export class IbvProtectionDomain implements ProtectionDomain {
           length: buffer.length,
           lkey: v.getUint32(Off.mr.lkey, true),
           rkey: v.getUint32(Off.mr.rkey, true),
-          access,
+          access: registered,
           buffer
         }
-        return Effect.succeed(region)
+        return registered === access
+          ? Effect.succeed(region)
+          : Effect.as(
+              Effect.logWarning(
+                `ibv_reg_mr: this libibverbs has no ibv_reg_mr_iova2 (rdma-core too old); registered without the ` +
+                  `optional access bits 0x${(access & ACCESS_OPTIONAL_RANGE).toString(16)} (relaxed ordering off)`
+              ),
+              region
+            )
       }),
       (region) => warnOnFailure("ibv_dereg_mr", lib.deregMr(region.mr))
     )

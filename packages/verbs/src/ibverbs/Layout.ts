@@ -56,6 +56,50 @@ export const ibv_port_attr = koffi.struct({
   port_cap_flags2: u16
 })
 
+/** `struct ibv_device_attr` (232 bytes): what `ibv_query_device` fills. */
+export const ibv_device_attr = koffi.struct({
+  fw_ver: koffi.array("char", 64),
+  node_guid: u64,
+  sys_image_guid: u64,
+  max_mr_size: u64,
+  page_size_cap: u64,
+  vendor_id: u32,
+  vendor_part_id: u32,
+  hw_ver: u32,
+  max_qp: int,
+  max_qp_wr: int,
+  device_cap_flags: "unsigned int",
+  max_sge: int,
+  max_sge_rd: int,
+  max_cq: int,
+  max_cqe: int,
+  max_mr: int,
+  max_pd: int,
+  max_qp_rd_atom: int,
+  max_ee_rd_atom: int,
+  max_res_rd_atom: int,
+  max_qp_init_rd_atom: int,
+  max_ee_init_rd_atom: int,
+  atomic_cap: int,
+  max_ee: int,
+  max_rdd: int,
+  max_mw: int,
+  max_raw_ipv6_qp: int,
+  max_raw_ethy_qp: int,
+  max_mcast_grp: int,
+  max_mcast_qp_attach: int,
+  max_total_mcast_qp_attach: int,
+  max_ah: int,
+  max_fmr: int,
+  max_map_per_fmr: int,
+  max_srq: int,
+  max_srq_wr: int,
+  max_srq_sge: int,
+  max_pkeys: u16,
+  local_ca_ack_delay: u8,
+  phys_port_cnt: u8
+})
+
 /** `struct ibv_async_event`. */
 export const ibv_async_event = koffi.struct({
   element: koffi.union({ cq: ptr, qp: ptr, srq: ptr, wq: ptr, port_num: int }),
@@ -322,6 +366,7 @@ export const verbs_context = koffi.struct({
 /** Every struct the binding uses, by its C name: what the ABI test checks. */
 export const structs: Readonly<Record<string, TypeObject>> = {
   ibv_gid,
+  ibv_device_attr,
   ibv_port_attr,
   ibv_async_event,
   ibv_wc,
@@ -451,6 +496,7 @@ export const Size = {
   qpAttr: koffi.sizeof(ibv_qp_attr),
   qpInitAttr: koffi.sizeof(ibv_qp_init_attr),
   portAttr: koffi.sizeof(ibv_port_attr),
+  deviceAttr: koffi.sizeof(ibv_device_attr),
   asyncEvent: koffi.sizeof(ibv_async_event),
   qp: koffi.sizeof(ibv_qp),
   cq: koffi.sizeof(ibv_cq),

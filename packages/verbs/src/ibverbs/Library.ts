@@ -22,7 +22,37 @@ export const QueryPortExProto = koffi.proto("int", [ptr, "uint8_t", ptr, "size_t
 /** A C pointer as koffi returns it. */
 export type Pointer = bigint | null
 
-/** The bound library: one function per exported verb the provider calls. */
+/**
+ * The verbs a libibverbs may lack because it predates them, each looked up on first use (once: a miss is remembered)
+ * and `undefined` when absent, so an older rdma-core loads and only the feature that needs the verb falls back.
+ */
+const optional = (lib: LibraryHandle) => {
+  const lookup = <F>(declare: () => unknown): (() => F | undefined) => {
+    let state: { readonly fn: F | undefined } | undefined
+    return () => {
+      if (state === undefined) {
+        try {
+          state = { fn: declare() as F }
+        } catch {
+          state = { fn: undefined }
+        }
+      }
+      return state.fn
+    }
+  }
+  return {
+    /** `ibv_reg_mr_iova2` (symbol version `IBVERBS_1.8`; older rdma-core lacks it): what the `ibv_reg_mr` macro calls for access bits 20–29. */
+    regMrIova2: lookup<(pd: number, addr: number, length: number, iova: number, access: number) => Pointer>(() =>
+      lib.func("ibv_reg_mr_iova2", ptr, [ptr, ptr, "size_t", "uint64_t", "unsigned int"])
+    )
+  }
+}
+
+/**
+ * The bound library: one function per exported verb the provider calls. Every verb here is in every rdma-core release
+ * (libibverbs 1.1 on), so a missing one means the file is not a libibverbs and `bind` throws; verbs that only newer
+ * releases export are in {@link optional}, looked up on first use.
+ */
 export const bind = (lib: LibraryHandle) => ({
   getDeviceList: lib.func("ibv_get_device_list", ptr, [ptr]) as (num: number) => Pointer,
   freeDeviceList: lib.func("ibv_free_device_list", "void", [ptr]) as (list: number) => void,
@@ -30,6 +60,7 @@ export const bind = (lib: LibraryHandle) => ({
   getDeviceGuid: lib.func("ibv_get_device_guid", "uint64_t", [ptr]) as (dev: number) => number | bigint,
   openDevice: lib.func("ibv_open_device", ptr, [ptr]) as (dev: number) => Pointer,
   closeDevice: lib.func("ibv_close_device", "int", [ptr]) as (ctx: number) => number,
+  queryDevice: lib.func("ibv_query_device", "int", [ptr, ptr]) as (ctx: number, attr: number) => number,
   queryPortCompat: lib.func("ibv_query_port", "int", [ptr, "uint8_t", ptr]) as (
     ctx: number,
     port: number,
@@ -47,13 +78,6 @@ export const bind = (lib: LibraryHandle) => ({
     pd: number,
     addr: number,
     length: number,
-    access: number
-  ) => Pointer,
-  regMrIova2: lib.func("ibv_reg_mr_iova2", ptr, [ptr, ptr, "size_t", "uint64_t", "unsigned int"]) as (
-    pd: number,
-    addr: number,
-    length: number,
-    iova: number,
     access: number
   ) => Pointer,
   deregMr: lib.func("ibv_dereg_mr", "int", [ptr]) as (mr: number) => number,
@@ -83,7 +107,8 @@ export const bind = (lib: LibraryHandle) => ({
   ) => number,
   destroyQp: lib.func("ibv_destroy_qp", "int", [ptr]) as (qp: number) => number,
   getAsyncEvent: lib.func("ibv_get_async_event", "int", [ptr, ptr]) as (ctx: number, event: number) => number,
-  ackAsyncEvent: lib.func("ibv_ack_async_event", "void", [ptr]) as (event: number) => void
+  ackAsyncEvent: lib.func("ibv_ack_async_event", "void", [ptr]) as (event: number) => void,
+  optional: optional(lib)
 })
 
 /** The bound libibverbs. */

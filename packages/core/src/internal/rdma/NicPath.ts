@@ -2,7 +2,7 @@
  * Names and attributes shared by the RDMA files: NIC paths (`"<server>@<nic>"`, TENT `MakeNicPath`), GIDs as TENT's
  * bootstrap carries them, and the data QPs' RC attributes from `EndPointParams` (TENT `params.h`).
  */
-import { AccessFlags, Mtu, type Rc } from "@tent/verbs"
+import { AccessFlags, Mtu, Rc } from "@tent/verbs"
 import type { EndpointParams } from "../../EngineConfig.js"
 
 /** `"<server>@<nic>"` (TENT `MakeNicPath`). */
@@ -31,19 +31,30 @@ export const clampMtu = (bytes: number, active: Mtu): Mtu => {
   return (wanted < active ? wanted : active) as Mtu
 }
 
-/** The data QPs' RC attributes from `EndPointParams`, for a device with `activeMtu` and `sgidIndex`. */
+/**
+ * The data QPs' RC attributes from `EndPointParams` (traffic class and service level included), for a device with
+ * `activeMtu` and `sgidIndex`, fitted to its port and limits when known (`Rc.clampParams`: the port's number and link
+ * layer, the READ depths the device allows).
+ */
 export const dataQpParams = (
   p: EndpointParams,
-  device: { readonly activeMtu: Mtu; readonly sgidIndex: number }
-): Rc.RcParams => ({
-  pathMtu: clampMtu(p.pathMtu, device.activeMtu),
-  minRnrTimer: p.minRnrTimer,
-  timeout: p.sendTimeout,
-  retryCnt: p.sendRetryCount,
-  rnrRetry: p.sendRnrCount,
-  maxRdAtomic: p.maxRdAtomic,
-  maxDestRdAtomic: p.maxDestRdAtomic,
-  accessFlags: AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ,
-  sgidIndex: device.sgidIndex,
-  hopLimit: p.hopLimit
-})
+  device: { readonly activeMtu: Mtu; readonly sgidIndex: number; readonly limits?: Rc.Limits | undefined }
+): Rc.RcParams => {
+  const params: Rc.RcParams = {
+    ...Rc.defaultParams,
+    pkeyIndex: p.pkeyIndex,
+    pathMtu: clampMtu(p.pathMtu, device.activeMtu),
+    minRnrTimer: p.minRnrTimer,
+    timeout: p.sendTimeout,
+    retryCnt: p.sendRetryCount,
+    rnrRetry: p.sendRnrCount,
+    maxRdAtomic: p.maxRdAtomic,
+    maxDestRdAtomic: p.maxDestRdAtomic,
+    accessFlags: AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ,
+    sgidIndex: device.sgidIndex,
+    hopLimit: p.hopLimit,
+    trafficClass: p.trafficClass,
+    serviceLevel: p.serviceLevel
+  }
+  return device.limits === undefined ? params : Rc.clampParams(params, device.limits)
+}

@@ -1,13 +1,16 @@
 /**
  * The RDMA contexts, as TENT's `RdmaContext` (`context.cpp`): each device opened with a protection domain, a notify
- * CQ, `num_cq_list` data CQs, its port and GID, and its async events (TENT's monitor thread: `PORT_ERR` and
+ * CQ, `num_cq_list` data CQs (at most the device's `max_cqe` each), its port (`device/port`: its link layer, LID and
+ * limits) and GID, and its async events (TENT's monitor thread: `PORT_ERR` and
  * `DEVICE_FATAL` pause the context, `PORT_ACTIVE` resumes it). The data CQ poller of each device lives here too: it
  * runs as the CQs' completion-channel listener and hands each completion to the slice engine.
  */
 import {
   type CompletionQueue,
+  Errno,
   EventType,
   type Mtu,
+  Rc,
   RdmaError,
   type VerbsShape,
   type WorkCompletion,
@@ -59,12 +62,24 @@ export const openDevices = (
           )
         )
       const pd = yield* ctx.allocPd
-      const port = yield* ctx.queryPort(settings.device.port)
+      // TENT's `device/port` (not always 1), its link layer and LID, and what the device allows.
+      const limits = yield* Rc.queryLimits(ctx, settings.device.port)
+      const port = limits.port
       const sgidIndex = settings.device.gidIndex === -1 ? 0 : settings.device.gidIndex
+      if (sgidIndex >= port.gidTblLen) {
+        return yield* new RdmaError({
+          op: "ibv_query_gid",
+          errno: Errno.EINVAL,
+          message:
+            `transports/rdma/device/gid_index ${sgidIndex} is past the GID table of ${name} port ` +
+            `${settings.device.port} (${port.gidTblLen} entries)`
+        })
+      }
       const gid = yield* ctx.queryGid(settings.device.port, sgidIndex)
-      const notifyCq = yield* ctx.createCq(settings.device.maxCqe)
+      const cqe = Rc.clampCqe(settings.device.maxCqe, limits)
+      const notifyCq = yield* ctx.createCq(cqe)
       const dataCqs: Array<CompletionQueue> = []
-      for (let i = 0; i < settings.device.numCqList; i++) dataCqs.push(yield* ctx.createCq(settings.device.maxCqe))
+      for (let i = 0; i < settings.device.numCqList; i++) dataCqs.push(yield* ctx.createCq(cqe))
       const device: RdmaDevice = {
         name,
         index: devices.length,
@@ -75,6 +90,7 @@ export const openDevices = (
         gidText: gidText(gid),
         sgidIndex,
         activeMtu: port.activeMtu as Mtu,
+        limits,
         store: new EndpointStore(settings.endpoint.endpointStoreCap),
         enabled: port.state === 4
       }

@@ -50,6 +50,11 @@ export interface EndpointDevice {
   readonly gid: Uint8Array
   readonly sgidIndex: number
   readonly activeMtu: Mtu
+  /**
+   * The port the QPs use (TENT `device/port`) with its link layer and LID, and the device's limits (`Rc.queryLimits`).
+   * Absent: port 1 over RoCE, LID 0, limits unknown.
+   */
+  readonly limits?: Rc.Limits
 }
 
 /** What an endpoint needs from its transport. */
@@ -117,6 +122,15 @@ export class RdmaEndpoint {
     return this.notify.qpNum
   }
 
+  /**
+   * The work requests each data QP was created to hold: `transports/rdma/endpoint/max_qp_wr`, at most the device's
+   * `max_qp_wr` (what `Rc.createQp` clamped it to).
+   */
+  get laneDepth(): number {
+    const device = this.device.limits?.device
+    return device === undefined ? this.host.params.maxQpWr : Math.min(this.host.params.maxQpWr, device.maxQpWr)
+  }
+
   /** TENT `notify_connected_`. */
   get connected(): boolean {
     return this.notify.connected
@@ -144,19 +158,24 @@ export class RdmaEndpoint {
     const p = this.host.params
     for (let i = 0; i < this.host.numLanes; i++) {
       const cq = this.device.dataCqs[i % this.device.dataCqs.length] as CompletionQueue
-      const qp = yield* this.device.pd.createQp({
-        sendCq: cq,
-        recvCq: cq,
-        qpType: QpType.RC,
-        sqSigAll: false,
-        cap: {
-          maxSendWr: p.maxQpWr,
-          maxRecvWr: p.maxQpWr,
-          maxSendSge: p.maxSge,
-          maxRecvSge: p.maxSge,
-          maxInlineData: p.maxInlineBytes
-        }
-      })
+      // Depths and SGEs clamped to the device's limits; the inline size stepped down to what the device accepts.
+      const qp = yield* Rc.createQp(
+        this.device.pd,
+        {
+          sendCq: cq,
+          recvCq: cq,
+          qpType: QpType.RC,
+          sqSigAll: false,
+          cap: {
+            maxSendWr: p.maxQpWr,
+            maxRecvWr: p.maxQpWr,
+            maxSendSge: p.maxSge,
+            maxRecvSge: p.maxSge,
+            maxInlineData: p.maxInlineBytes
+          }
+        },
+        this.device.limits
+      )
       this.dataQps.push(qp)
       this.wrDepth.push(0)
       this.host.registerDataQp(qp, this, i)
@@ -170,15 +189,24 @@ export class RdmaEndpoint {
     })
     const np = this.notifyParams()
     yield* notifyQp.modifyQp(
-      { qpState: QpState.INIT, pkeyIndex: p.pkeyIndex, portNum: 1, qpAccessFlags: np.accessFlags },
+      { qpState: QpState.INIT, pkeyIndex: p.pkeyIndex, portNum: np.portNum, qpAccessFlags: np.accessFlags },
       QpAttrMask.STATE | QpAttrMask.PKEY_INDEX | QpAttrMask.PORT | QpAttrMask.ACCESS_FLAGS
     )
     this.notify.qp = notifyQp
     yield* this.notify.allocate(this.device.pd)
   })
 
+  /**
+   * The notify QP's attributes from the `NotifyQpParams` seam, on the data QPs' port, traffic class and service level
+   * (TENT's `setupNotifyQpConnection` takes the endpoint's), fitted to the device.
+   */
   private notifyParams(): Rc.RcParams {
-    return this.host.notifyParams.params(this.host.params, this.device.activeMtu, this.device.sgidIndex)
+    const params: Rc.RcParams = {
+      ...this.host.notifyParams.params(this.host.params, this.device.activeMtu, this.device.sgidIndex),
+      trafficClass: this.host.params.trafficClass,
+      serviceLevel: this.host.params.serviceLevel
+    }
+    return this.device.limits === undefined ? params : Rc.clampParams(params, this.device.limits)
   }
 
   /** The descriptor this side sends (connect) or replies (accept). */
@@ -187,7 +215,7 @@ export class RdmaEndpoint {
       local_nic_path: this.localNicPath,
       peer_nic_path: peerNicPath,
       qp_num: this.dataQps.map((q) => q.qpNum),
-      local_lid: 0,
+      local_lid: this.device.limits?.port.lid ?? 0,
       local_gid: this.device.gidText,
       reply_msg: "",
       notify_qp_num: this.notifyQpNum,
@@ -210,14 +238,14 @@ export class RdmaEndpoint {
       const params = dataQpParams(this.host.params, this.device)
       for (let i = 0; i < this.dataQps.length; i++) {
         const qp = this.dataQps[i] as QueuePair
-        yield* Rc.connect(qp, 0, { gid, qpNum: peer.qp_num[i] as number, psn: 0 }, params)
+        yield* Rc.connect(qp, 0, { gid, lid: peer.local_lid, qpNum: peer.qp_num[i] as number, psn: 0 }, params)
       }
       this.peerQpNums = peer.qp_num
       this.status = "READY"
       this.notify.peerProto = peer.notify_proto
       const notifyQp = this.notify.qp
       if (peer.notify_qp_num !== 0 && notifyQp !== undefined) {
-        const ok = yield* Effect.either(this.setupNotifyQp(notifyQp, gid, peer.notify_qp_num))
+        const ok = yield* Effect.either(this.setupNotifyQp(notifyQp, { gid, lid: peer.local_lid }, peer.notify_qp_num))
         if (ok._tag === "Right") {
           this.notify.open()
           this.host.publishNotifyQp(notifyQp.qpNum, this)
@@ -228,10 +256,14 @@ export class RdmaEndpoint {
     }).pipe(Effect.tapError(() => Effect.sync(() => this.retireNoLock())))
   }
 
-  private setupNotifyQp(qp: QueuePair, gid: Uint8Array, peerQpNum: number): Effect.Effect<void, RdmaError> {
+  private setupNotifyQp(
+    qp: QueuePair,
+    peer: { readonly gid: Uint8Array; readonly lid: number },
+    peerQpNum: number
+  ): Effect.Effect<void, RdmaError> {
     return Effect.zipRight(
       qp.modifyQp({ qpState: QpState.RESET }, QpAttrMask.STATE),
-      Rc.connect(qp, 0, { gid, qpNum: peerQpNum, psn: 0 }, this.notifyParams())
+      Rc.connect(qp, 0, { ...peer, qpNum: peerQpNum, psn: 0 }, this.notifyParams())
     )
   }
 
