@@ -5,12 +5,19 @@
  * - `notify_one_way_us`: median of RTT/2 of a notification ping-pong through `sendNotification` → the peer's
  *   `notifications` stream → back (floor: a raw 64-byte SEND echo between the same two kinds of process); both after
  *   the same number of untimed warm-up rounds.
- * - `burst_2000_p50_ms`: the peer posts 2000 notifications back to back, each stamped with its send time; p50 of
- *   send-to-arrival in this engine's stream (floor: 2000 raw SENDs back to back, p50 of echo RTT/2).
+ * - `burst_2000_p50_ms`: 2000 notifications of {@link ping}'s size sent back to back through `sendNotification`
+ *   (which the notify window paces: 256 in flight), each carrying its index, echoed by the peer; p50 of echo RTT / 2,
+ *   on this process's clock (floor: 2000 raw SENDs of the ping's 68 encoded bytes, at most 256 in flight, echoed by
+ *   the echo peer; p50 of echo RTT / 2 the same way). Both are measured the same way: the same pacing, one clock, the
+ *   queue of both directions. The log adds, for reference only, the one-way p50 of a burst the peer sends, stamped
+ *   on its clock and read on this one.
  * - `write_64k_mb_per_s`: 64 KiB WRITE requests through `submitTransfer` over two rails, 16 per batch, two batches in
- *   flight (the next is submitted before the previous is waited for) (floor: raw 64 KiB RDMA WRITEs on one QP, 8 in
- *   flight — the verbs bench's figure, measured here). Both are sustained throughput with the wire kept busy, both
- *   after an untimed warm-up (32 MiB with `--quick`), timed over 128 MiB (`--quick`) or 512 MiB.
+ *   flight (the next is submitted before the previous is waited for) (floor: raw 64 KiB RDMA WRITEs in the same
+ *   batches, two in flight, over two QPs on two SoftVerbs devices, WRITE k of a batch on rail k % 2 as the engine's
+ *   round robin: the same depth, 16 to 32 in flight, on the same number of rails; the engine spreads a rail's slices
+ *   over its data QPs (`transports/rdma/num_lanes`), the floor has one QP per rail, on the same socket). Both are
+ *   sustained throughput with the wire kept busy, both after an untimed warm-up (32 MiB with `--quick`), timed over
+ *   128 MiB (`--quick`) or 512 MiB.
  * - `notify_fallback_rtt_us`: median RTT (not halved) of the same notification ping-pong as `notify_one_way_us`, but
  *   carried by the control plane's `Notify` RPC with the peer alive: both engines run with
  *   `transports/rdma/enable: false` (legacy series), so `sendNotification` goes to the TCP transport, which is the
@@ -61,8 +68,10 @@ import { PeerHealth } from "@tent/health"
 import { type Notification, NotifyWire, RpcConfig } from "@tent/rpc"
 import {
   AccessFlags,
+  type CompletionQueue,
   gidFromString,
   gidToString,
+  type QueuePair,
   Rc,
   SendFlags,
   SoftVerbs,
@@ -71,7 +80,7 @@ import {
 } from "@tent/verbs"
 import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
 import { frameSplitter } from "@tent/verbs/bench/frames"
-import { Context, Duration, Effect, Layer, Logger, LogLevel, type Scope, Stream } from "effect"
+import { Context, Duration, Effect, Fiber, Layer, Logger, LogLevel, type Scope, Stream } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import { CtrlFrame, Dedup, Diagnostics, Resend, Series, TransferEngine } from "../src/index.js"
 import { NOTIFY_SLOTS } from "../src/internal/NotifyChannel.js"
@@ -119,168 +128,273 @@ const NOTIFY_WINDOW = NOTIFY_SLOTS
 /** Bytes of {@link ping} on the wire to a peer at `notify_proto` 1: its `CtrlFrame` v1, stamped (RFC PR 6). */
 const STAMPED_PING_BYTES = CtrlFrame.encodeInto(Buffer.alloc(1024), 0, 1n, 1n, ping.name, ping.msg)
 
-/** Raw SoftVerbs floor: this process's QP against the echo peer. */
+/** The burst of `burst_2000_p50_ms`: this many notifications (or raw SENDs), at most {@link NOTIFY_WINDOW} in flight. */
+const BURST = 2000
+
+/** Bytes of {@link ping} in TENT's encoding (what a legacy engine's notify SEND carries): the burst floor's SEND. */
+const PING_BYTES = NotifyWire.HEADER_BYTES + ping.name.length + ping.msg.length
+
+/** WRITEs per batch of `write_64k_mb_per_s`, and batches in flight (the engine's loop keeps two): both arms' depth. */
+const WRITE_BATCH = 16
+const WRITE_BATCHES_IN_FLIGHT = 2
+
+/** A rail of the floor: a QP on its own SoftVerbs device, as the engine's two devices are two rails. */
+interface FloorRail {
+  readonly qp: QueuePair
+  readonly cq: CompletionQueue
+  readonly lkey: number
+  readonly remote: { readonly addr: number; readonly rkey: number }
+}
+
+/**
+ * Raw SoftVerbs floor: this process's QPs against the echo peer, one per device (`floor0`, `floor1`, as the engine's
+ * two rails). Rail 0 carries the SENDs (the peer echoes each); the WRITEs go over both.
+ */
 const floors = (rounds: number, warmup: number, warmMb: number, writeMb: number, sendCount: number) =>
   Effect.gen(function* () {
-    const peer = yield* spawnChild<{ gid: string; qpNum: number; psn: number; addr: number; rkey: number }>(
-      here("echo-peer.ts")
-    )
-    const { verbs } = yield* SoftVerbs.make({ devices: [{ name: "floor0" }] })
-    const { ctx, pd, cq, qp } = yield* Rc.open(verbs, "floor0", { cqe: 16384, maxSendWr: 4096, maxRecvWr: 4096 })
+    type PeerRail = { gid: string; qpNum: number; psn: number; addr: number; rkey: number }
+    const peer = yield* spawnChild<{ rails: ReadonlyArray<PeerRail> }>(here("echo-peer.ts"))
+    const names = ["floor0", "floor1"]
+    if (peer.ready.rails.length !== names.length) {
+      return yield* Effect.fail(new Error(`floor: the echo peer has ${peer.ready.rails.length} rails`))
+    }
+    const { verbs } = yield* SoftVerbs.make({ devices: names.map((name) => ({ name })) })
     const buf = Buffer.alloc(64 << 20)
-    const mr = yield* pd.regMr(buf, AccessFlags.LOCAL_WRITE)
-    const psn = Rc.randomPsn()
-    const localGid = yield* ctx.queryGid(1, 0)
-    yield* Rc.connect(qp, psn, {
-      gid: gidFromString(peer.ready.gid) as Uint8Array,
-      qpNum: peer.ready.qpNum,
-      psn: peer.ready.psn
-    })
-    yield* Effect.promise(() => peer.request({ cmd: "connect", gid: gidToString(localGid), qpNum: qp.qpNum, psn }))
-    const recvSge = { addr: mr.addr, length: 256, lkey: mr.lkey }
+    const opened = yield* Effect.forEach(names, (name, i) =>
+      Effect.gen(function* () {
+        const { ctx, pd, cq, qp } = yield* Rc.open(verbs, name, { cqe: 16384, maxSendWr: 4096, maxRecvWr: 4096 })
+        const mr = yield* pd.regMr(buf, AccessFlags.LOCAL_WRITE)
+        const psn = Rc.randomPsn()
+        const far = peer.ready.rails[i] as PeerRail
+        yield* Rc.connect(qp, psn, { gid: gidFromString(far.gid) as Uint8Array, qpNum: far.qpNum, psn: far.psn })
+        const rail: FloorRail = { qp, cq, lkey: mr.lkey, remote: { addr: far.addr, rkey: far.rkey } }
+        return { rail, addr: mr.addr, local: { gid: gidToString(yield* ctx.queryGid(1, 0)), qpNum: qp.qpNum, psn } }
+      })
+    )
+    const reply = yield* Effect.promise(() => peer.request({ cmd: "connect", rails: opened.map((o) => o.local) }))
+    if ((reply as { ok?: boolean }).ok !== true) {
+      return yield* Effect.fail(new Error(`floor: the echo peer could not connect: ${JSON.stringify(reply)}`))
+    }
+    const rails = opened.map((o) => o.rail)
+    const { qp, cq, lkey } = rails[0] as FloorRail
+    const base = (opened[0] as (typeof opened)[number]).addr
+    const recvSge = { addr: base, length: 256, lkey }
     const recvWr = { wrId: 0, sgList: [recvSge] }
     for (let i = 0; i < 4096; i++) {
       recvWr.wrId = i
-      recvSge.addr = mr.addr + (1 << 20) + i * 256
+      recvSge.addr = base + (1 << 20) + i * 256
       qp.postRecv(recvWr)
     }
-    const sendSge = { addr: mr.addr, length: 64, lkey: mr.lkey }
+    const sendSge = { addr: base, length: 64, lkey }
     const sendWr = { wrId: 0, opcode: WrOpcode.SEND, sendFlags: SendFlags.SIGNALED, sgList: [sendSge] }
     const wc = WorkCompletion.array(64)
-    // Completion-driven loop: `onRecv` per echoed message, `onSend` per completed send.
-    const run = (start: (done: () => void) => void, onRecv: (w: WorkCompletion) => void, onSend: () => void) =>
-      Effect.async<void>((resume) => {
+    // Completion-driven loop on rail 0: `onRecv` per echoed message, `onSend` per completed send; the phase ends when
+    // `ended()` holds after a completion, so no completion of one phase is left for the next.
+    const run = (
+      start: () => void,
+      onRecv: (w: WorkCompletion) => void,
+      onSend: () => void,
+      ended: () => boolean,
+      what: string
+    ) =>
+      Effect.async<void, Error>((resume) => {
         let finished = false
-        const done = () => {
-          finished = true
-          cq.setNotify(null)
-          resume(Effect.void)
-        }
-        doneRef.done = done
         cq.setNotify(() => {
           for (;;) {
             const n = cq.pollCq(64, wc)
             for (let i = 0; i < n; i++) {
               const w = wc[i] as WorkCompletion
+              if (w.status !== 0) {
+                finished = true
+                cq.setNotify(null)
+                resume(Effect.fail(new Error(`floor ${what}: completion status ${w.status}`)))
+                return
+              }
               if (w.opcode === 128) {
                 recvWr.wrId = w.wrId
-                recvSge.addr = mr.addr + (1 << 20) + w.wrId * 256
+                recvSge.addr = base + (1 << 20) + w.wrId * 256
                 qp.postRecv(recvWr)
                 onRecv(w)
               } else onSend()
-              if (finished) return
+              if (ended()) {
+                finished = true
+                cq.setNotify(null)
+                resume(Effect.void)
+                return
+              }
             }
             if (n < 64) break
           }
           cq.reqNotifyCq()
         })
         cq.reqNotifyCq()
-        start(done)
-      })
+        start()
+        return Effect.sync(() => {
+          if (!finished) cq.setNotify(null)
+        })
+      }).pipe(Effect.timeoutFail({ duration: PHASE_TIMEOUT, onTimeout: () => new Error(`floor ${what} timed out`) }))
     // One-way: ping-pong, `warmup` untimed rounds first (as the engine's).
     const rtts: Array<number> = []
     let t0 = 0
+    let pings = 0
+    let pingsDone = 0
+    const ping1 = () => {
+      pings++
+      t0 = performance.now()
+      qp.postSend(sendWr)
+    }
     yield* run(
-      () => {
-        t0 = performance.now()
-        qp.postSend(sendWr)
-      },
+      ping1,
       () => {
         rtts.push(performance.now() - t0)
-        if (rtts.length >= warmup + rounds) return doneRef.done()
-        t0 = performance.now()
-        qp.postSend(sendWr)
+        if (rtts.length < warmup + rounds) ping1()
       },
-      () => {}
+      () => pingsDone++,
+      () => rtts.length >= warmup + rounds && pingsDone === pings,
+      "ping-pong"
     )
     const oneWayUs = (median(rtts.slice(warmup)) / 2) * 1000
-    // Burst: 2000 back to back, p50 of echo RTT / 2.
-    const sentAt: Array<number> = []
+    // Burst: BURST SENDs of the ping's encoded length back to back, at most NOTIFY_WINDOW in flight (the notify
+    // channel's window, which paces the engine's `sendNotification`s the same way); p50 of echo RTT / 2, every time
+    // on this process's clock, as the engine's figure.
+    const sentAt = new Float64Array(BURST)
     const lat: Array<number> = []
+    let posted = 0
+    let sendsDone = 0
+    const postBurst = () => {
+      const i = posted++
+      sendSge.addr = base + (i % 1024) * 128
+      buf.writeUInt32LE(i, (i % 1024) * 128)
+      sentAt[i] = performance.now()
+      qp.postSend(sendWr)
+    }
+    sendSge.length = PING_BYTES
     yield* run(
       () => {
-        for (let i = 0; i < 2000; i++) {
-          buf.writeUInt32LE(i, 0)
-          sendSge.addr = mr.addr + (i % 1000) * 64
-          buf.writeUInt32LE(i, (i % 1000) * 64)
-          sentAt.push(performance.now())
-          qp.postSend(sendWr)
-        }
-        sendSge.addr = mr.addr
+        while (posted < Math.min(NOTIFY_WINDOW, BURST)) postBurst()
       },
       (w) => {
         const i = buf.readUInt32LE((1 << 20) + w.wrId * 256)
         lat.push((performance.now() - (sentAt[i] as number)) / 2)
-        if (lat.length >= 2000) doneRef.done()
       },
-      () => {}
+      () => {
+        sendsDone++
+        if (posted < BURST) postBurst()
+      },
+      () => lat.length >= BURST && sendsDone === BURST,
+      "burst"
     )
+    sendSge.addr = base
+    sendSge.length = 64
     const burstMs = median(lat)
-    // 64 KiB WRITEs, 8 in flight: an untimed warm-up of `warmMb`, then `writeMb` timed (as the engine's).
-    const wsge = { addr: mr.addr, length: 65536, lkey: mr.lkey }
-    const wwr = {
-      wrId: 0,
-      opcode: WrOpcode.RDMA_WRITE,
-      sendFlags: SendFlags.SIGNALED,
-      sgList: [wsge],
-      remoteAddr: peer.ready.addr,
-      rkey: peer.ready.rkey
-    }
+    // 64 KiB WRITEs over both rails, as the engine's: batches of WRITE_BATCH, WRITE k of a batch on rail k % 2 (the
+    // engine's round robin), WRITE_BATCHES_IN_FLIGHT batches in flight (the next posted when the oldest has
+    // completed); an untimed warm-up of `warmMb`, then `writeMb` timed.
+    const writeWcs = WorkCompletion.array(64)
     const writes = (mb: number) =>
-      Effect.suspend(() => {
+      Effect.async<number, Error>((resume) => {
         const total = mb * 16
-        let posted = 0
+        const batches = Math.ceil(total / WRITE_BATCH)
+        const doneIn = new Int32Array(batches)
+        let nextBatch = 0
+        let oldest = 0
         let completed = 0
-        const postOne = () => {
-          wsge.addr = mr.addr + (posted % 512) * 65536
-          wwr.remoteAddr = peer.ready.addr + (posted % 512) * 65536
-          posted++
-          qp.postSend(wwr)
-        }
+        let failed = false
         const w0 = performance.now()
-        return Effect.map(
-          run(
-            () => {
-              for (let i = 0; i < 8; i++) postOne()
-            },
-            () => {},
-            () => {
-              completed++
-              if (completed >= total) return doneRef.done()
-              if (posted < total) postOne()
+        const wsge = { addr: 0, length: 65536, lkey: 0 }
+        const wwr = {
+          wrId: 0,
+          opcode: WrOpcode.RDMA_WRITE,
+          sendFlags: SendFlags.SIGNALED,
+          sgList: [wsge],
+          remoteAddr: 0,
+          rkey: 0
+        }
+        const postBatch = () => {
+          const b = nextBatch++
+          for (let k = 0; k < WRITE_BATCH && b * WRITE_BATCH + k < total; k++) {
+            const slot = (b * WRITE_BATCH + k) % 512
+            const rail = rails[k % rails.length] as FloorRail
+            wsge.addr = base + slot * 65536
+            wsge.lkey = rail.lkey
+            wwr.wrId = b
+            wwr.remoteAddr = rail.remote.addr + slot * 65536
+            wwr.rkey = rail.remote.rkey
+            rail.qp.postSend(wwr)
+          }
+        }
+        const stop = () => {
+          for (const r of rails) r.cq.setNotify(null)
+        }
+        for (const r of rails) {
+          r.cq.setNotify(() => {
+            for (;;) {
+              const n = r.cq.pollCq(64, writeWcs)
+              for (let i = 0; i < n; i++) {
+                const w = writeWcs[i] as WorkCompletion
+                if (w.status !== 0 && !failed) {
+                  failed = true
+                  stop()
+                  resume(Effect.fail(new Error(`floor WRITE: completion status ${w.status}`)))
+                  return
+                }
+                completed++
+                doneIn[w.wrId] = (doneIn[w.wrId] as number) + 1
+              }
+              if (n < 64) break
             }
-          ),
-          () => (total * 65536) / (1 << 20) / ((performance.now() - w0) / 1000)
-        )
-      })
+            // The oldest batch done: the next is posted (the engine waits for the oldest, then submits).
+            while (
+              oldest < batches &&
+              (doneIn[oldest] as number) >= Math.min(WRITE_BATCH, total - oldest * WRITE_BATCH)
+            ) {
+              oldest++
+              if (nextBatch < batches) postBatch()
+            }
+            if (completed >= total) {
+              stop()
+              resume(Effect.succeed((total * 65536) / (1 << 20) / ((performance.now() - w0) / 1000)))
+              return
+            }
+            r.cq.reqNotifyCq()
+          })
+          r.cq.reqNotifyCq()
+        }
+        for (let b = 0; b < WRITE_BATCHES_IN_FLIGHT && nextBatch < batches; b++) postBatch()
+        return Effect.sync(stop)
+      }).pipe(Effect.timeoutFail({ duration: PHASE_TIMEOUT, onTimeout: () => new Error("floor WRITE timed out") }))
     yield* writes(warmMb)
     const writeMbps = yield* writes(writeMb)
     // SEND throughput: `sendCount` SENDs of a stamped ping's frame length, at most NOTIFY_WINDOW in flight (the notify
-    // channel's window), timed until the last completes; the echoes come back and their receives are reposted.
+    // channel's window), timed until the last completes and its echo is in; the echoes' receives are reposted.
     const sendRate = Effect.suspend(() => {
-      let posted = 0
+      let sent = 0
       let completed = 0
+      let echoes = 0
       const postOne = () => {
-        posted++
+        sent++
         qp.postSend(sendWr)
       }
       sendSge.length = STAMPED_PING_BYTES
       const s0 = performance.now()
+      let s1 = s0
       return Effect.map(
         run(
           () => {
-            while (posted < Math.min(NOTIFY_WINDOW, sendCount)) postOne()
+            while (sent < Math.min(NOTIFY_WINDOW, sendCount)) postOne()
           },
-          () => {},
+          () => echoes++,
           () => {
             completed++
-            if (completed >= sendCount) return doneRef.done()
-            if (posted < sendCount) postOne()
-          }
+            if (completed === sendCount) s1 = performance.now()
+            if (sent < sendCount) postOne()
+          },
+          () => completed >= sendCount && echoes >= sendCount,
+          "SEND rate"
         ),
         () => {
           sendSge.length = 64
-          return sendCount / ((performance.now() - s0) / 1000)
+          return sendCount / ((s1 - s0) / 1000)
         }
       )
     })
@@ -289,9 +403,6 @@ const floors = (rounds: number, warmup: number, warmMb: number, writeMb: number,
     for (let i = 0; i < 3; i++) sendRates.push(yield* sendRate)
     return { oneWayUs, burstMs, writeMbps, sendMsgsPerS: median(sendRates) }
   })
-
-/** Ends the `run` in progress (its completion callbacks call it). */
-const doneRef: { done: () => void } = { done: () => {} }
 
 const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: number, log: (l: string) => void) =>
   Effect.gen(function* () {
@@ -304,19 +415,51 @@ const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: 
     const rtts = yield* pingPong(engine, peer.ready.segment, warmup + rounds)
     const oneWayUs = (median(rtts.slice(warmup)) / 2) * 1000
     log(`engine notify one-way ${oneWayUs.toFixed(1)} µs`)
-    // Burst: the peer posts 2000 stamped notifications back to back.
+    // Burst: BURST notifications back to back from this engine (each `sendNotification` returns once posted, the
+    // notify window of 256 paces them), each carrying its index; the peer echoes each; p50 of echo RTT / 2, every
+    // time on this process's clock, as the floor's.
+    const sentAt = new Float64Array(BURST)
     const lat: Array<number> = []
     const collect = yield* arrivals.pipe(
-      Stream.take(2000),
+      Stream.take(BURST),
       Stream.runForEach((n) =>
-        Effect.sync(() => lat.push(now() - new DataView(n.msg.buffer, n.msg.byteOffset).getFloat64(0, true)))
+        Effect.sync(() => {
+          const i = new DataView(n.msg.buffer, n.msg.byteOffset).getUint32(0, true)
+          lat.push((performance.now() - (sentAt[i] as number)) / 2)
+        })
       ),
       Effect.fork
     )
-    yield* Effect.promise(() => peer.request({ cmd: "burst", target: engine.segmentName, count: 2000 }, 60_000))
-    yield* collect.await
+    for (let i = 0; i < BURST; i++) {
+      const msg = new Uint8Array(ping.msg.length)
+      new DataView(msg.buffer).setUint32(0, i, true)
+      sentAt[i] = performance.now()
+      yield* engine.sendNotification(peer.ready.segment, { name: ping.name, msg })
+    }
+    yield* Fiber.join(collect).pipe(
+      Effect.timeoutFail({
+        duration: PHASE_TIMEOUT,
+        onTimeout: () => new Error("burst: the echoes did not all arrive")
+      })
+    )
     const burstMs = median(lat)
-    log(`engine burst p50 ${burstMs.toFixed(2)} ms`)
+    log(`engine burst p50 ${burstMs.toFixed(2)} ms (echo RTT / 2)`)
+    // For reference only (no floor, not a figure): the peer posts BURST notifications back to back, each stamped with
+    // its send time on its clock (ms since the epoch), read against this process's; the two processes' clocks are
+    // not one clock, so this one-way p50 carries their offset.
+    const oneWay: Array<number> = []
+    const collectOneWay = yield* arrivals.pipe(
+      Stream.take(BURST),
+      Stream.runForEach((n) =>
+        Effect.sync(() => oneWay.push(now() - new DataView(n.msg.buffer, n.msg.byteOffset).getFloat64(0, true)))
+      ),
+      Effect.fork
+    )
+    yield* Effect.promise(() => peer.request({ cmd: "burst", target: engine.segmentName, count: BURST }, 60_000))
+    yield* Fiber.join(collectOneWay).pipe(
+      Effect.timeoutFail({ duration: PHASE_TIMEOUT, onTimeout: () => new Error("burst: the one-way burst stalled") })
+    )
+    log(`engine burst one-way p50 ${median(oneWay).toFixed(2)} ms, across the two processes' clocks (reference only)`)
     // WRITE throughput through submitTransfer over both rails.
     const remote = yield* Effect.promise(() => peer.request<{ addr: number }>({ cmd: "register", size: 32 << 20 }))
     const local = Buffer.alloc(32 << 20, 3)
@@ -327,11 +470,11 @@ const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: 
         const batch = yield* engine.allocateBatch
         yield* engine.submitTransfer(
           batch,
-          Array.from({ length: 16 }, (_, i) => ({
+          Array.from({ length: WRITE_BATCH }, (_, i) => ({
             opcode: "WRITE" as const,
-            source: mem.addr + ((b * 16 + i) % 512) * 65536,
+            source: mem.addr + ((b * WRITE_BATCH + i) % 512) * 65536,
             target,
-            targetOffset: remote.addr + ((b * 16 + i) % 512) * 65536,
+            targetOffset: remote.addr + ((b * WRITE_BATCH + i) % 512) * 65536,
             length: 65536
           }))
         )
@@ -343,8 +486,10 @@ const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: 
         if (s.status !== "COMPLETED") throw new Error(`batch ${b} ${s.status}`)
         yield* engine.freeBatch(batch)
       })
-    // Two batches in flight: batch b + 1 is submitted before batch b is waited for, so the rails never drain
-    // between batches (the floor keeps its QP busy the same way, with 8 WRITEs in flight). Each batch is 1 MiB.
+    // WRITE_BATCHES_IN_FLIGHT (two) batches in flight: batch b + 1 is submitted before batch b is waited for, so the
+    // rails never drain between batches; the engine spreads each batch's slices round-robin over its two rails. The
+    // floor posts the same batches on two QPs of two devices the same way: the same depth (16 to 32 WRITEs, 8 to 16
+    // per rail) on the same rails. Each batch is 1 MiB.
     const writes = (batches: number) =>
       Effect.gen(function* () {
         let inFlight = yield* submit(0)
@@ -354,11 +499,11 @@ const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: 
           if (next !== undefined) inFlight = next
         }
       })
-    yield* writes(warmMb)
-    const batches = writeMb
+    yield* writes((warmMb << 4) / WRITE_BATCH)
+    const batches = (writeMb << 4) / WRITE_BATCH
     const w0 = performance.now()
     yield* writes(batches)
-    const writeMbps = (batches * 16 * 65536) / (1 << 20) / ((performance.now() - w0) / 1000)
+    const writeMbps = (batches * WRITE_BATCH * 65536) / (1 << 20) / ((performance.now() - w0) / 1000)
     log(`engine WRITE ${writeMbps.toFixed(1)} MB/s`)
     return { oneWayUs, burstMs, writeMbps }
   })
