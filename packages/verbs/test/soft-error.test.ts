@@ -1,7 +1,11 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { EventType, QpAttrMask as M, QpState, QpType, Rc, WcOpcode, WcStatus } from "../src/index.js"
-import { collectEvents, drain, makePair, pollN, recvWr, sendWr, sleep, waitFor } from "./support.js"
+import type { SoftCq } from "../src/soft/SoftCq.js"
+import { collectEvents, drain, makePair, pollN, recvWr, sendWr, waitFor } from "./support.js"
+
+/** Completions waiting in a SoftVerbs CQ. */
+const depth = (cq: unknown): number => (cq as SoftCq).depth
 
 describe("SoftVerbs ERR, RESET and CQ overflow (rules 5, 6, 8)", () => {
   it.scopedLive("moving to ERR flushes every outstanding send and receive, and every WR posted afterwards", () =>
@@ -62,9 +66,13 @@ describe("SoftVerbs ERR, RESET and CQ overflow (rules 5, 6, 8)", () => {
       yield* other.modifyQp({ qpState: QpState.ERR }, M.STATE) // one flush completion of `other`
       for (let i = 1; i <= 3; i++) b.qp.postRecv(recvWr(b, i, i * 64, 64))
       for (let i = 1; i <= 3; i++) a.qp.postSend(sendWr(a, i, 0, 8))
-      yield* pollN(a.cq, 3)
-      yield* sleep(5)
+      expect((yield* pollN(a.cq, 3)).map((w) => w.status)).toEqual([
+        WcStatus.SUCCESS,
+        WcStatus.SUCCESS,
+        WcStatus.SUCCESS
+      ])
       // b's CQ: 1 flush of `other` + 3 unpolled RECVs of b.qp. RESET b.qp: its 3 go away.
+      expect(yield* waitFor(() => depth(b.cq) === 4, 5000)).toBe(true)
       yield* b.qp.modifyQp({ qpState: QpState.RESET }, M.STATE)
       const left = drain(b.cq)
       expect(left.map((w) => [w.wrId, w.qpNum])).toEqual([[100, other.qpNum]])
@@ -106,10 +114,11 @@ describe("SoftVerbs ERR, RESET and CQ overflow (rules 5, 6, 8)", () => {
       const events = yield* collectEvents(a.ctx)
       for (let i = 0; i < 10; i++) b.qp.postRecv(recvWr(b, i, i * 8, 8))
       for (let i = 0; i < 10; i++) a.qp.postSend(sendWr(a, i, 0, 8))
-      yield* sleep(50)
+      // Nothing is polled until all 10 completions are queued on each side (4 fit): both CQs outgrow their size.
+      expect(yield* waitFor(() => depth(a.cq) >= 10 && depth(b.cq) >= 10, 5000)).toBe(true)
       const got = drain(a.cq)
       expect(got.map((w) => w.wrId)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
-      yield* waitFor(() => events.length >= 1)
+      expect(yield* waitFor(() => events.length >= 1)).toBe(true)
       const [event] = events
       expect(event?.eventType).toBe(EventType.CQ_ERR)
       expect(event?.cq).toBe(a.cq)
