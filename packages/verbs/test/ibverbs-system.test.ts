@@ -1,14 +1,16 @@
 /**
  * The Ibverbs provider over the system `libibverbs.so.1`. On a host without RDMA devices (these machines: no NIC, no
  * soft-RoCE) it must fail with `DeviceNotFound`, cleanly. On a host with a NIC the second test runs a real RC loopback
- * between two QPs of one device: `TENT_IBVERBS_DEVICE` picks the device (default: the first), `TENT_IBVERBS_GID_INDEX`
- * the GID (default 0; RoCE v2 is often 1 or 3, see `show_gids`).
+ * between two QPs of one device: `TENT_IBVERBS_DEVICE` picks the device (default: the first), `TENT_IBVERBS_PORT` its
+ * port (default 1), `TENT_IBVERBS_GID_INDEX` the GID (default 0; RoCE v2 is often 1 or 3, see `show_gids`). On an
+ * InfiniBand port the QPs address each other by the port's LID, on RoCE by GID; sizes and depths are clamped to the
+ * device's limits.
  */
 import { existsSync, readdirSync } from "node:fs"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import koffi from "koffi"
-import { AccessFlags, Errno, type Mtu, QpType, SendFlags, WcOpcode, WcStatus, WrOpcode } from "../src/Constants.js"
+import { AccessFlags, Errno, QpType, SendFlags, WcOpcode, WcStatus, WrOpcode } from "../src/Constants.js"
 import * as Ibverbs from "../src/Ibverbs.js"
 import * as Rc from "../src/Rc.js"
 import { type CompletionQueue, Verbs, WorkCompletion } from "../src/Verbs.js"
@@ -73,29 +75,27 @@ describe("Ibverbs over the system libibverbs", () => {
       const v = yield* Verbs
       const devices = yield* v.getDeviceList
       const name = process.env.TENT_IBVERBS_DEVICE ?? (devices[0]?.name as string)
+      const portNum = Number(process.env.TENT_IBVERBS_PORT ?? "1")
       const gidIndex = Number(process.env.TENT_IBVERBS_GID_INDEX ?? "0")
       const ctx = yield* v.openDevice(name)
-      const port = yield* ctx.queryPort(1)
-      const gid = yield* ctx.queryGid(1, gidIndex)
+      const limits = yield* Rc.queryLimits(ctx, portNum)
+      const gid = yield* ctx.queryGid(portNum, gidIndex)
       const pd = yield* ctx.allocPd
-      const cqA = yield* ctx.createCq(16)
-      const cqB = yield* ctx.createCq(16)
+      const cqA = yield* ctx.createCq(Rc.clampCqe(16, limits))
+      const cqB = yield* ctx.createCq(Rc.clampCqe(16, limits))
       const cap = { maxSendWr: 8, maxRecvWr: 8, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
-      const a = yield* pd.createQp({ sendCq: cqA, recvCq: cqA, cap, qpType: QpType.RC })
-      const b = yield* pd.createQp({ sendCq: cqB, recvCq: cqB, cap, qpType: QpType.RC })
+      const a = yield* Rc.createQp(pd, { sendCq: cqA, recvCq: cqA, cap, qpType: QpType.RC }, limits)
+      const b = yield* Rc.createQp(pd, { sendCq: cqB, recvCq: cqB, cap, qpType: QpType.RC }, limits)
       const access = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ
       const src = Buffer.alloc(4096)
       src.write("tent over real verbs")
       const dst = Buffer.alloc(4096)
       const mrA = yield* pd.regMr(src, access)
       const mrB = yield* pd.regMr(dst, access)
-      const params = {
-        ...Rc.defaultParams,
-        pathMtu: Math.min(port.activeMtu, Rc.defaultParams.pathMtu) as Mtu,
-        sgidIndex: gidIndex
-      }
-      yield* Rc.connect(a, 100, { gid, qpNum: b.qpNum, psn: 200 }, params)
-      yield* Rc.connect(b, 200, { gid, qpNum: a.qpNum, psn: 100 }, params)
+      const params = Rc.clampParams({ ...Rc.defaultParams, sgidIndex: gidIndex }, limits)
+      const lid = limits.port.lid
+      yield* Rc.connect(a, 100, { gid, lid, qpNum: b.qpNum, psn: 200 }, params)
+      yield* Rc.connect(b, 200, { gid, lid, qpNum: a.qpNum, psn: 100 }, params)
 
       expect(b.postRecv({ wrId: 7, sgList: [{ addr: mrB.addr, length: 64, lkey: mrB.lkey }] })).toBe(0)
       const send = { wrId: 1, sgList: [{ addr: mrA.addr, length: 20, lkey: mrA.lkey }] }
