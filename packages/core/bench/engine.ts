@@ -2,15 +2,20 @@
  * `pnpm bench engine [--quick] [--json]`: the engine (legacy series, two SoftVerbs devices per process) between this
  * process and a child process, each figure beside a floor measured in the same run with raw SoftVerbs verbs.
  *
+ * The raw SoftVerbs floors (of `notify_one_way_us`, `burst_2000_p50_ms`, `write_64k_mb_per_s` and
+ * `send_msgs_per_s_pr7_off`) are measured right before and right after the engine's first three figures, each floor
+ * the mean of the two (both logged).
+ *
  * - `notify_one_way_us`: median of RTT/2 of a notification ping-pong through `sendNotification` → the peer's
  *   `notifications` stream → back (floor: a raw 64-byte SEND echo between the same two kinds of process); both after
  *   the same number of untimed warm-up rounds.
  * - `burst_2000_p50_ms`: 2000 notifications of {@link ping}'s size sent back to back through `sendNotification`
- *   (which the notify window paces: 256 in flight), each carrying its index, echoed by the peer; p50 of echo RTT / 2,
- *   on this process's clock (floor: 2000 raw SENDs of the ping's 68 encoded bytes, at most 256 in flight, echoed by
- *   the echo peer; p50 of echo RTT / 2 the same way). Both are measured the same way: the same pacing, one clock, the
- *   queue of both directions. The log adds, for reference only, the one-way p50 of a burst the peer sends, stamped
- *   on its clock and read on this one.
+ *   (which the notify window paces: 256 in flight), each carrying its index and timed from its call, echoed by the
+ *   peer; p50 of echo RTT / 2 on this process's clock (floor: 2000 raw SENDs of the ping's 68 encoded bytes, at most
+ *   256 in flight, each timed from the previous one's post, echoed by the echo peer; p50 of echo RTT / 2 the same
+ *   way). Both are measured the same way: the same pacing, one clock, the queues of both directions. The RFC's
+ *   figure (1.6 ms after PR 2) is one-way; this one is not, so the log adds, for reference only, the one-way p50 of a
+ *   burst the peer sends, stamped on its clock and read on this one (two processes' clocks: not a figure).
  * - `write_64k_mb_per_s`: 64 KiB WRITE requests through `submitTransfer` over two rails, 16 per batch, two batches in
  *   flight (the next is submitted before the previous is waited for) (floor: raw 64 KiB RDMA WRITEs in the same
  *   batches, two in flight, over two QPs on two SoftVerbs devices, WRITE k of a batch on rail k % 2 as the engine's
@@ -261,12 +266,16 @@ const floors = (rounds: number, warmup: number, warmMb: number, writeMb: number,
     const lat: Array<number> = []
     let posted = 0
     let sendsDone = 0
+    // A SEND's time starts when the previous one was posted: as the engine's loop calls `sendNotification` for the
+    // next right after the previous returns, a wait for the window is part of the SEND's time in both.
+    let offered = 0
     const postBurst = () => {
       const i = posted++
       sendSge.addr = base + (i % 1024) * 128
       buf.writeUInt32LE(i, (i % 1024) * 128)
-      sentAt[i] = performance.now()
+      sentAt[i] = i === 0 ? performance.now() : offered
       qp.postSend(sendWr)
+      offered = performance.now()
     }
     sendSge.length = PING_BYTES
     yield* run(
@@ -416,8 +425,8 @@ const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: 
     const oneWayUs = (median(rtts.slice(warmup)) / 2) * 1000
     log(`engine notify one-way ${oneWayUs.toFixed(1)} µs`)
     // Burst: BURST notifications back to back from this engine (each `sendNotification` returns once posted, the
-    // notify window of 256 paces them), each carrying its index; the peer echoes each; p50 of echo RTT / 2, every
-    // time on this process's clock, as the floor's.
+    // notify window of 256 paces them), each carrying its index and timed from its call (a wait for the window
+    // included); the peer echoes each; p50 of echo RTT / 2, every time on this process's clock, as the floor's.
     const sentAt = new Float64Array(BURST)
     const lat: Array<number> = []
     const collect = yield* arrivals.pipe(
@@ -1061,12 +1070,26 @@ export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchRes
   const sendCount = options.quick ? 3000 : 20_000
   const sendWarmRounds = 2
   const sendBlocks = options.quick ? 2 : 3
-  const floor = await Effect.runPromise(Effect.scoped(floors(rounds, warmup, warmMb, writeMb, sendCount)))
-  options.log(
-    `floor: SEND one-way ${floor.oneWayUs.toFixed(1)} µs, burst p50 ${floor.burstMs.toFixed(2)} ms, WRITE ${floor.writeMbps.toFixed(1)} MB/s, ` +
-      `${STAMPED_PING_BYTES}-byte SENDs ${(floor.sendMsgsPerS / 1000).toFixed(1)} k/s`
-  )
+  // The raw floors right before and right after the engine's figures, averaged: neither side always meets the
+  // warmer (or the more loaded) machine.
+  const floorSet = async (when: string) => {
+    const f = await Effect.runPromise(Effect.scoped(floors(rounds, warmup, warmMb, writeMb, sendCount)))
+    options.log(
+      `floor ${when}: SEND one-way ${f.oneWayUs.toFixed(1)} µs, burst p50 ${f.burstMs.toFixed(2)} ms, WRITE ${f.writeMbps.toFixed(1)} MB/s, ` +
+        `${STAMPED_PING_BYTES}-byte SENDs ${(f.sendMsgsPerS / 1000).toFixed(1)} k/s`
+    )
+    return f
+  }
+  const floorBefore = await floorSet("before the engine")
   const engine = await Effect.runPromise(Effect.scoped(engineFigures(rounds, warmup, warmMb, writeMb, options.log)))
+  const floorAfter = await floorSet("after the engine")
+  const mean = (k: keyof typeof floorBefore) => (floorBefore[k] + floorAfter[k]) / 2
+  const floor = {
+    oneWayUs: mean("oneWayUs"),
+    burstMs: mean("burstMs"),
+    writeMbps: mean("writeMbps"),
+    sendMsgsPerS: mean("sendMsgsPerS")
+  }
   const sendStart = performance.now()
   const send = await Effect.runPromise(
     Effect.scoped(sendFigures(sendCount, sendWarmRounds, sendBlocks, options.log)).pipe(
