@@ -5,7 +5,8 @@
  *
  * @since 0.1.0
  */
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Console, Effect, Exit, Logger } from "effect"
 import { run } from "./Cli.js"
 

@@ -10,15 +10,21 @@ import { Args, Command, Options } from "@effect/cli"
 import { lazy } from "../Render.js"
 
 /** Each suite and the package that holds it. */
-export const suites = { verbs: "verbs", rpc: "rpc", engine: "core" } as const
+export const suites = { verbs: "verbs", rpc: "rpc", engine: "core", cli: "cli" } as const
 
 export const options = {
   suite: Args.choice([
     ["verbs", "verbs"],
     ["rpc", "rpc"],
     ["engine", "engine"],
+    ["cli", "cli"],
     ["all", "all"]
-  ] as const).pipe(Args.withDescription("the suite to run"), Args.withDefault("all" as const)),
+  ] as const).pipe(
+    Args.withDescription(
+      "the suite to run (all = verbs, rpc, engine; cli measures the built command: run `pnpm build` first)"
+    ),
+    Args.withDefault("all" as const)
+  ),
   quick: Options.boolean("quick").pipe(Options.withDescription("fewer iterations (about 30 s per suite)")),
   json: Options.boolean("json").pipe(
     Options.withDescription(

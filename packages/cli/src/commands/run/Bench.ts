@@ -32,10 +32,15 @@ const root = fileURLToPath(new URL("../../../../../", import.meta.url))
 
 export const run = (o: BenchOptions) =>
   Effect.gen(function* () {
-    const wanted = o.suite === "all" ? (Object.keys(suites) as Array<keyof typeof suites>) : [o.suite]
+    const wanted: ReadonlyArray<keyof typeof suites> = o.suite === "all" ? ["verbs", "rpc", "engine"] : [o.suite]
     for (const suite of wanted) {
       const file = `${root}packages/${suites[suite]}/bench/${suite}.ts`
-      if (!existsSync(file)) return yield* Effect.fail(new CliFailure(`benchmark suite ${suite} not found at ${file}`))
+      if (!existsSync(file))
+        return yield* Effect.fail(
+          new CliFailure(
+            `benchmark suite ${suite} not found at ${file}; check: the suites run from a clone of the repository, not from an installed package`
+          )
+        )
       const mod = yield* Effect.promise(() => import(pathToFileURL(file).href) as Promise<BenchSuite>)
       const results = yield* Effect.tryPromise({
         try: () => mod.run({ quick: o.quick, log: (line) => process.stderr.write(`${line}\n`) }),

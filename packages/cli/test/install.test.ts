@@ -1,0 +1,120 @@
+/**
+ * The packages as a user installs them: `pnpm build`, `pnpm pack` of the five packages, the tarballs installed with
+ * plain `npm` into an empty folder outside the workspace, and there `npx tent --version`, `npx tent devices`, and the
+ * core README's program (its ```ts block, read from the README so the two cannot drift) type-checked against the
+ * installed declarations with `tsc --noEmit`, then compiled and run with `node`. Needs the npm registry for the
+ * packages' own dependencies (effect, koffi, ...), as any install does.
+ */
+import { execFile } from "node:child_process"
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { promisify } from "node:util"
+import { afterAll, describe, expect, it } from "vitest"
+
+const root = fileURLToPath(new URL("../../../", import.meta.url))
+const packages = ["verbs", "rpc", "health", "core", "cli"] as const
+const exec = promisify(execFile)
+const work = mkdtempSync(join(tmpdir(), "tent-install-"))
+
+/** Runs a command to its end (bounded); a non-zero exit fails the test with its output. */
+const sh = async (cmd: string, args: ReadonlyArray<string>, cwd: string, timeoutMs = 300_000) => {
+  try {
+    return await exec(cmd, args, {
+      cwd,
+      timeout: timeoutMs,
+      maxBuffer: 64 << 20,
+      env: { ...process.env, NO_COLOR: "1" }
+    })
+  } catch (e) {
+    const x = e as { stdout?: string; stderr?: string; message: string }
+    throw new Error(`${cmd} ${args.join(" ")} failed in ${cwd}: ${x.message}\n${x.stdout ?? ""}\n${x.stderr ?? ""}`)
+  }
+}
+
+/** The core README's program: its first ```ts block. */
+const readmeProgram = (): string => {
+  const readme = readFileSync(`${root}packages/core/README.md`, "utf8")
+  const m = /```ts\n([\s\S]*?)```/.exec(readme)
+  if (m === null) throw new Error("packages/core/README.md has no ```ts block")
+  return m[1] as string
+}
+
+afterAll(() => {
+  rmSync(work, { recursive: true, force: true })
+})
+
+describe("installed from the tarballs", () => {
+  it("builds, packs, installs with npm, and runs tent and the README's program", { timeout: 900_000 }, async () => {
+    await sh(process.execPath, [`${root}node_modules/typescript/bin/tsc`, "-b", "tsconfig.build.json"], root)
+    await sh(process.execPath, [`${root}packages/cli/bundle.mjs`], root)
+    const tarballs = join(work, "tarballs")
+    for (const p of packages) {
+      await sh("npx", ["--yes", "pnpm@10.34.9", "pack", "--pack-destination", tarballs], `${root}packages/${p}`)
+    }
+    const files = readdirSync(tarballs).filter((f) => f.endsWith(".tgz"))
+    expect(files.sort()).toEqual(packages.map((p) => `tent-${p}-0.1.0.tgz`).sort())
+    // Each tarball holds dist/, README.md, LICENSE and package.json only, and exports dist/ to its consumers.
+    for (const f of files) {
+      const { stdout } = await sh("tar", ["tzf", join(tarballs, f)], work)
+      const top = new Set(
+        stdout
+          .split("\n")
+          .filter((l) => l.length > 0)
+          .map((l) => l.split("/")[1])
+      )
+      expect([...top].sort(), f).toEqual(["LICENSE", "README.md", "dist", "package.json"])
+    }
+
+    const app = join(work, "app")
+    await sh("mkdir", ["-p", app], work)
+    writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }))
+    await sh(
+      "npm",
+      [
+        "install",
+        "--no-audit",
+        "--no-fund",
+        "--prefer-offline",
+        ...files.map((f) => join(tarballs, f)),
+        "effect@3.22.4",
+        "typescript@5.9.3",
+        "@types/node@20.19.43"
+      ],
+      app,
+      600_000
+    )
+    const version = JSON.parse(readFileSync(`${root}packages/cli/package.json`, "utf8")).version as string
+    expect((await sh("npx", ["tent", "--version"], app)).stdout.trim()).toBe(version)
+    const devices = await sh("npx", ["tent", "devices", "--json"], app)
+    expect(JSON.parse(devices.stdout).soft.map((d: { name: string }) => d.name)).toEqual(["soft0", "soft1"])
+
+    writeFileSync(join(app, "program.ts"), readmeProgram())
+    writeFileSync(
+      join(app, "main.ts"),
+      'import { Effect } from "effect"\nimport { program } from "./program.js"\n\nconsole.log(JSON.stringify(await Effect.runPromise(program)))\n'
+    )
+    const tsconfig = {
+      compilerOptions: {
+        target: "ES2022",
+        module: "NodeNext",
+        moduleResolution: "NodeNext",
+        strict: true,
+        exactOptionalPropertyTypes: true,
+        skipLibCheck: false,
+        types: ["node"],
+        outDir: "out"
+      },
+      files: ["program.ts", "main.ts"]
+    }
+    writeFileSync(join(app, "tsconfig.json"), JSON.stringify(tsconfig))
+    await sh(process.execPath, ["node_modules/typescript/bin/tsc", "--noEmit"], app)
+    await sh(process.execPath, ["node_modules/typescript/bin/tsc"], app)
+    const ran = await sh(process.execPath, ["out/main.js"], app, 120_000)
+    expect(JSON.parse(ran.stdout.trim().split("\n").at(-1) as string)).toEqual({
+      note: { name: "done", msg: "batch 1" },
+      data: "hello, rdma"
+    })
+  })
+})
