@@ -90,6 +90,45 @@ describe("installed from the tarballs", () => {
     const devices = await sh("npx", ["tent", "devices", "--json"], app)
     expect(JSON.parse(devices.stdout).soft.map((d: { name: string }) => d.name)).toEqual(["soft0", "soft1"])
 
+    // The answers that load nothing are the parser's own: --version, and each command's recorded --help.
+    for (const args of [["--version"], ["--help"], ["send", "--help"], ["probe", "-h"]]) {
+      const fast = await sh("npx", ["tent", ...args], app)
+      const parser = await sh("npx", ["tent", ...args], app, 300_000, { TENT_CLI_FAST: "0" })
+      expect(fast.stdout, args.join(" ")).toBe(parser.stdout)
+    }
+    // What each process loads (a resolve hook records every module): --version and --help neither the parser nor a
+    // command's body; `tent send` the parser and its own body, not the probe's, the bench's or another command's.
+    const hooks = [
+      'import { appendFileSync } from "node:fs"',
+      "export async function resolve(s, c, next) {",
+      "  const r = await next(s, c)",
+      '  if (r.url.startsWith("file:")) appendFileSync(process.env.LOAD_LOG, r.url + "\\n")',
+      "  return r",
+      "}"
+    ]
+    writeFileSync(join(app, "hooks.mjs"), `${hooks.join("\n")}\n`)
+    writeFileSync(
+      join(app, "register.mjs"),
+      'import { register } from "node:module"\nregister("./hooks.mjs", import.meta.url)\n'
+    )
+    const loaded = async (args: ReadonlyArray<string>, exit: number) => {
+      const log = join(app, `load-${args.join("-")}.log`)
+      writeFileSync(log, "")
+      const bin = join(app, "node_modules/@tent/cli/dist/bin/tent.js")
+      const run = sh(process.execPath, ["--import", "./register.mjs", bin, ...args], app, 300_000, { LOAD_LOG: log })
+      if (exit === 0) await run
+      else await expect(run).rejects.toThrow(`code ${exit}`)
+      return readFileSync(log, "utf8")
+        .split("\n")
+        .filter((l) => l.includes("/@tent/cli/dist/bin/"))
+        .map((l) => l.slice(l.lastIndexOf("/") + 1))
+    }
+    const parser = /^(Main|Send|Serve|Recv|Transfer|Devices|Probe|Bench)-|^probe-node/
+    expect((await loaded(["--version"], 0)).filter((f) => parser.test(f))).toEqual([])
+    expect((await loaded(["send", "--help"], 0)).filter((f) => parser.test(f))).toEqual([])
+    const send = new Set((await loaded(["send", "nonsense", "a", "b"], 2)).filter((f) => parser.test(f)))
+    expect([...send].map((f) => f.slice(0, f.indexOf("-"))).sort()).toEqual(["Main", "Send"])
+
     writeFileSync(join(app, "program.ts"), readmeProgram())
     writeFileSync(
       join(app, "main.ts"),
