@@ -80,8 +80,10 @@ import {
   Rc,
   SendFlags,
   SoftVerbs,
+  WcStatus,
   WorkCompletion,
-  WrOpcode
+  WrOpcode,
+  wcStatusName
 } from "@tent/verbs"
 import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
 import { frameSplitter } from "@tent/verbs/bench/frames"
@@ -142,6 +144,16 @@ const PING_BYTES = NotifyWire.HEADER_BYTES + ping.name.length + ping.msg.length
 /** WRITEs per batch of `write_64k_mb_per_s`, and batches in flight (the engine's loop keeps two): both arms' depth. */
 const WRITE_BATCH = 16
 const WRITE_BATCHES_IN_FLIGHT = 2
+
+/**
+ * What a failed floor completion most likely says: the raw floor has no retry of its own (the engine retries a failed
+ * slice on another rail), so a QP that saw no ACK for `timeout` × `retry_cnt` (TENT's defaults, as the engine's) ends
+ * the suite.
+ */
+const statusHint = (status: number) =>
+  status === WcStatus.RETRY_EXC_ERR
+    ? " (no ACK from the echo peer within timeout × retry_cnt: is the machine too loaded for the peer to run?)"
+    : ""
 
 /** A rail of the floor: a QP on its own SoftVerbs device, as the engine's two devices are two rails. */
 interface FloorRail {
@@ -212,7 +224,9 @@ const floors = (rounds: number, warmup: number, warmMb: number, writeMb: number,
               if (w.status !== 0) {
                 finished = true
                 cq.setNotify(null)
-                resume(Effect.fail(new Error(`floor ${what}: completion status ${w.status}`)))
+                resume(
+                  Effect.fail(new Error(`floor ${what}: completion ${wcStatusName(w.status)}${statusHint(w.status)}`))
+                )
                 return
               }
               if (w.opcode === 128) {
@@ -344,7 +358,9 @@ const floors = (rounds: number, warmup: number, warmMb: number, writeMb: number,
                 if (w.status !== 0 && !failed) {
                   failed = true
                   stop()
-                  resume(Effect.fail(new Error(`floor WRITE: completion status ${w.status}`)))
+                  resume(
+                    Effect.fail(new Error(`floor WRITE: completion ${wcStatusName(w.status)}${statusHint(w.status)}`))
+                  )
                   return
                 }
                 completed++
