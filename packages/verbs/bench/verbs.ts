@@ -9,10 +9,10 @@
  *   flight, acknowledged as above).
  *
  * The floor's stream datagrams carry a run and a sequence number; the peer acknowledges the highest it has seen in the
- * run, so its first ACK credits all it covers and a lost datagram does not shrink the window (see {@link dgramStream}). Both streams count
- * only what completed within the timed span. The set runs twice (`--quick`) or four times, each pair alternating
- * which side goes first (floor first in odd rounds, SoftVerbs first in even ones); the best round is kept for each
- * (these VMs are shared and swing up to 2x minute to minute).
+ * run, so its first ACK credits all it covers and a lost datagram does not shrink the window (see
+ * {@link dgramStream}). Both streams count only what completed within the timed span. The set runs twice (`--quick`)
+ * or four times, each pair alternating which side goes first (floor first in odd rounds, SoftVerbs first in even
+ * ones); the best round is kept for each (these VMs are shared and swing up to 2x minute to minute).
  */
 import * as dgram from "node:dgram"
 import type { AddressInfo } from "node:net"
