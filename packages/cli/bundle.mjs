@@ -13,6 +13,23 @@ const here = fileURLToPath(new URL(".", import.meta.url))
 const { version } = JSON.parse(readFileSync(`${here}package.json`, "utf8"))
 const outdir = `${here}dist/bin`
 
+/**
+ * @effect/cli imports YAML, TOML and INI parsers for `Options.fileParse`, which tent does not use (`--config` is
+ * TENT's JSON, read by the engine): the bundle gets a parser that says so instead of 400 KiB loaded by every call.
+ */
+const withoutFileParsers = {
+  name: "without-file-parsers",
+  setup(b) {
+    b.onResolve({ filter: /^(yaml|toml|ini)$/ }, (a) =>
+      a.importer.includes("@effect/cli") ? { path: a.path, namespace: "without-file-parsers" } : undefined
+    )
+    b.onLoad({ filter: /.*/, namespace: "without-file-parsers" }, (a) => ({
+      contents: `export const parse = () => { throw new Error("the tent command does not parse ${a.path} option files") }`,
+      loader: "js"
+    }))
+  }
+}
+
 await rm(outdir, { recursive: true, force: true })
 await build({
   absWorkingDir: here,
@@ -24,6 +41,7 @@ await build({
   platform: "node",
   target: "node20",
   external: ["koffi"],
+  plugins: [withoutFileParsers],
   define: { TENT_VERSION: JSON.stringify(version), TENT_BUNDLE: "true" },
   // Some dependencies are CommonJS and `require` node's own modules: give the bundle a `require`.
   banner: {

@@ -1,5 +1,5 @@
 import { Config, type ConfigError, ConfigProvider, Context, Effect, Layer, type Scope } from "effect"
-import { Redis } from "ioredis"
+import type { Redis } from "ioredis"
 import { InvalidEntry, TransportFailure, type TransportFailureReason } from "./Errors.js"
 import { parseAddress } from "./internal/address.js"
 import { connectFailureReason } from "./internal/connection.js"
@@ -137,6 +137,8 @@ export const makeRedis = (options: RedisOptions): Effect.Effect<RedisRegistry, T
     const connectTimeoutMs = options.connectTimeoutMs ?? REDIS_DEFAULT_TIMEOUT_MS
     const commandTimeoutMs = options.commandTimeoutMs ?? REDIS_DEFAULT_TIMEOUT_MS
     let lastError: unknown
+    // The client is loaded when a Redis registry is made, not by every program that imports the registry.
+    const { Redis: RedisClient } = yield* Effect.promise(() => import("ioredis"))
 
     const failure = (op: string, cause: unknown): TransportFailure => {
       const text = errorText(cause)
@@ -156,7 +158,7 @@ export const makeRedis = (options: RedisOptions): Effect.Effect<RedisRegistry, T
 
     const client = yield* Effect.acquireRelease(
       Effect.sync(() => {
-        const c = new Redis({
+        const c: Redis = new RedisClient({
           host: server.host,
           port: server.port,
           ...(options.username ? { username: options.username } : {}),
