@@ -21,3 +21,13 @@ export class RdmaError extends Schema.TaggedError<RdmaError>()("RdmaError", {
   errno: Schema.Number,
   message: Schema.String
 }) {}
+
+/**
+ * A fault-injection setting was refused and nothing changed (`SoftVerbsControl.setFaults`, `SoftDevice.setFaults`).
+ * `field` names what was wrong (`dropIn`, `dropOut`, `delayMs`, an unknown key, `peer`, or `faults` for a value that is
+ * not an object); `message` says what is allowed and what was given.
+ */
+export class InvalidFaults extends Schema.TaggedError<InvalidFaults>()("InvalidFaults", {
+  field: Schema.String,
+  message: Schema.String
+}) {}

@@ -10,8 +10,8 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer, type Scope, Stream } from "effect"
-import { Errno, LinkLayer, Mtu } from "./Constants.js"
-import { DeviceNotFound, RdmaError } from "./Errors.js"
+import { AccessFlags, Errno, LinkLayer, Mtu } from "./Constants.js"
+import { DeviceNotFound, type InvalidFaults, RdmaError } from "./Errors.js"
 import { softGid } from "./soft/Address.js"
 import { SoftCq } from "./soft/SoftCq.js"
 import { type SoftCounters, SoftDevice, type SoftDeviceConfig, type SoftFaults } from "./soft/SoftDevice.js"
@@ -55,8 +55,12 @@ export interface SoftVerbsControlShape {
   device(name: string): Effect.Effect<SoftDevice, DeviceNotFound>
   /** The `host:port` a device listens on (what a peer uses in `setFaults(..., peer)`). */
   address(name: string): Effect.Effect<string, DeviceNotFound>
-  /** Packet loss and delay, device-wide or for one peer (`host:port`); `{}` clears. */
-  setFaults(name: string, faults: SoftFaults, peer?: string): Effect.Effect<void, DeviceNotFound>
+  /**
+   * Packet loss and delay, device-wide or for one peer (`host:port`); `{}` clears. A value out of range (a drop rate
+   * outside 0..1, a negative or non-finite delay, NaN), an unknown key or a malformed peer fails `InvalidFaults`
+   * naming the field, and changes nothing.
+   */
+  setFaults(name: string, faults: SoftFaults, peer?: string): Effect.Effect<void, DeviceNotFound | InvalidFaults>
   /** Port down (all traffic lost, `PORT_ERR`) or up (`PORT_ACTIVE`). */
   setPortState(name: string, up: boolean): Effect.Effect<void, DeviceNotFound>
   /** Moves a QP to ERR from outside its owner; `RdmaError` ENOENT when the device has no such QP. */
@@ -106,6 +110,21 @@ const makeContext = (device: SoftDevice): DeviceContext => {
       Effect.acquireRelease(
         Effect.suspend(() => {
           if (!Buffer.isBuffer(buffer)) return Effect.fail(rdmaError("ibv_reg_mr", Errno.EINVAL, "not a Buffer"))
+          if (!Number.isInteger(access) || access < 0) {
+            return Effect.fail(
+              rdmaError("ibv_reg_mr", Errno.EINVAL, `access must be IBV_ACCESS_* flags, got ${access}`)
+            )
+          }
+          // As libibverbs and the kernel: remote write or atomic access to memory the NIC may not write locally is
+          // refused (IBV_ACCESS_REMOTE_WRITE / REMOTE_ATOMIC require IBV_ACCESS_LOCAL_WRITE).
+          if (
+            (access & (AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_ATOMIC)) !== 0 &&
+            (access & AccessFlags.LOCAL_WRITE) === 0
+          ) {
+            return Effect.fail(
+              rdmaError("ibv_reg_mr", Errno.EINVAL, "REMOTE_WRITE and REMOTE_ATOMIC access require LOCAL_WRITE")
+            )
+          }
           if (buffer.length > limits.maxMrSize) {
             return Effect.fail(rdmaError("ibv_reg_mr", Errno.EINVAL, `MR larger than ${limits.maxMrSize} bytes`))
           }
@@ -236,7 +255,12 @@ export const make = (
       device: find,
       address: (name) => Effect.map(find(name), (d) => `${d.host}:${d.port}`),
       setFaults: (name, faults, peer) =>
-        Effect.flatMap(find(name), (d) => Effect.sync(() => d.setFaults(faults, peer))),
+        Effect.flatMap(find(name), (d) =>
+          Effect.suspend(() => {
+            const bad = d.setFaults(faults, peer)
+            return bad === undefined ? Effect.void : Effect.fail(bad)
+          })
+        ),
       setPortState: (name, up) => Effect.flatMap(find(name), (d) => Effect.sync(() => d.setPortState(up))),
       forceQpError: (name, qpNum) =>
         Effect.flatMap(find(name), (d) =>

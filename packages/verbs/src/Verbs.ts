@@ -247,7 +247,10 @@ export interface QueuePair {
 
 /** `struct ibv_pd`. */
 export interface ProtectionDomain {
-  /** `ibv_reg_mr` over a Buffer. */
+  /**
+   * `ibv_reg_mr` over a Buffer. `access` is `AccessFlags`; `REMOTE_WRITE` or `REMOTE_ATOMIC` without `LOCAL_WRITE` is
+   * `RdmaError` EINVAL (as libibverbs and the kernel refuse it).
+   */
   regMr(buffer: Buffer, access: number): Effect.Effect<MemoryRegion, RdmaError, Scope.Scope>
   /** `ibv_create_qp`. */
   createQp(init: QpInitAttr): Effect.Effect<QueuePair, RdmaError, Scope.Scope>

@@ -76,7 +76,7 @@ describe("SoftVerbs fault injection (rule 9, in one process)", () => {
   it.scopedLive("fault values are checked: a drop rate outside 0..1 is refused", () =>
     Effect.gen(function* () {
       const { a } = yield* makePair()
-      expect(() => a.device.setFaults({ dropIn: 2 })).toThrow(/dropIn must be in 0..1/)
+      expect(a.device.setFaults({ dropIn: 2 })).toMatchObject({ _tag: "InvalidFaults", field: "dropIn" })
     })
   )
 

@@ -5,6 +5,7 @@
 import * as dgram from "node:dgram"
 import type { AddressInfo } from "node:net"
 import { EventType, PortState } from "../Constants.js"
+import { InvalidFaults } from "../Errors.js"
 import type { AsyncEvent, QpCap } from "../Verbs.js"
 import { MrTable, type SoftMr } from "./Memory.js"
 import { HDR, Off, validate } from "./Packet.js"
@@ -63,6 +64,7 @@ const newCounters = (): SoftCounters => ({
   rnrNaksSent: 0,
   rnrRetries: 0,
   seqNaksSent: 0,
+  readRerequests: 0,
   accessNaksSent: 0,
   duplicates: 0,
   droppedState: 0,
@@ -77,6 +79,34 @@ const SLOTS = 2048
 const SLOT_SIZE = HDR + 4096
 /** 4 MiB socket buffers (the kernel reports double); the window per QP is sized to fit. */
 const SOCKET_BUFFER = 4 * 1024 * 1024
+
+/** The longest delay `setTimeout` honours (a longer one fires after 1 ms). */
+const MAX_DELAY_MS = 2 ** 31 - 1
+
+/** Checks a fault setting (and the peer it is for): the first thing wrong with it, or undefined. */
+export const checkFaults = (faults: unknown, peer?: unknown): InvalidFaults | undefined => {
+  if (typeof faults !== "object" || faults === null || Array.isArray(faults)) {
+    return new InvalidFaults({ field: "faults", message: `faults must be an object, got ${String(faults)}` })
+  }
+  for (const [field, value] of Object.entries(faults)) {
+    if (field !== "dropIn" && field !== "dropOut" && field !== "delayMs") {
+      return new InvalidFaults({ field, message: `unknown fault "${field}" (known: dropIn, dropOut, delayMs)` })
+    }
+    if (value === undefined) continue
+    const max = field === "delayMs" ? MAX_DELAY_MS : 1
+    if (typeof value !== "number" || !(value >= 0 && value <= max)) {
+      const what = field === "delayMs" ? `milliseconds in 0..${MAX_DELAY_MS}` : "a fraction in 0..1"
+      return new InvalidFaults({ field, message: `fault ${field} must be ${what}, got ${String(value)}` })
+    }
+  }
+  if (peer !== undefined) {
+    const m = typeof peer === "string" ? /^(.+):(\d{1,5})$/.exec(peer) : null
+    if (m === null || Number(m[2]) < 1 || Number(m[2]) > 65535) {
+      return new InvalidFaults({ field: "peer", message: `peer must be "host:port" of a device, got ${String(peer)}` })
+    }
+  }
+  return undefined
+}
 
 const noLookup = (
   address: string,
@@ -404,16 +434,17 @@ export class SoftDevice implements QpHost, CqHost {
   // Fault injection
   // ---------------------------------------------------------------------------------------------------------------
 
-  /** Sets packet loss/delay device-wide, or for traffic with one peer device (`host:port`) when `peer` is given. */
-  setFaults(faults: SoftFaults, peer?: string): void {
-    for (const [k, v] of Object.entries(faults)) {
-      if (v !== undefined && (typeof v !== "number" || !Number.isFinite(v) || v < 0 || (k !== "delayMs" && v > 1))) {
-        throw new RangeError(`fault ${k} must be ${k === "delayMs" ? "a non-negative number" : "in 0..1"}, got ${v}`)
-      }
-    }
+  /**
+   * Sets packet loss/delay device-wide, or for traffic with one peer device (`host:port`) when `peer` is given; `{}`
+   * clears. A bad value changes nothing and is returned as `InvalidFaults` naming the field (undefined when applied).
+   */
+  setFaults(faults: SoftFaults, peer?: string): InvalidFaults | undefined {
+    const bad = checkFaults(faults, peer)
+    if (bad !== undefined) return bad
     if (peer === undefined) this.faults = { ...faults }
     else if (Object.keys(faults).length === 0) this.peerFaults.delete(peer)
     else this.peerFaults.set(peer, { ...faults })
+    return undefined
   }
 
   /** Takes the port down (every datagram in or out is lost, `PORT_ERR` is raised) or up again (`PORT_ACTIVE`). */

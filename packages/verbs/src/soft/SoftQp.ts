@@ -43,6 +43,8 @@ export interface QpCounters {
   rnrNaksSent: number
   rnrRetries: number
   seqNaksSent: number
+  /** READs re-requested from their first missing response because a later response arrived (no timer wait). */
+  readRerequests: number
   accessNaksSent: number
   duplicates: number
   droppedState: number
@@ -111,6 +113,8 @@ export class SoftQp implements QueuePair {
   psnNext = 0
   acked = -1
   readsOutstanding = 0
+  /** The READ response PSN last re-requested because a later response arrived first (-1: none since the timer). */
+  readGapPsn = -1
   /** Packets allowed in flight: WINDOW, cut to RECOVERY_WINDOW by a timeout and doubled back on each ACK. */
   cwnd = Requester.WINDOW
 

@@ -58,11 +58,16 @@ export const pump = (qp: SoftQp): void => {
   if (qp.txIdx < limit && !outstanding(qp)) qp.lastProgress = now()
   while (qp.txIdx < limit) {
     const s = qp.txIdx % qp.sqCap
-    const psn = (qp.wqFirstPsn[s] as number) + qp.txPkt
-    if (psn - qp.acked > qp.cwnd) break
-    if (!transmitPacket(qp, s, qp.txPkt, psn)) return
     const npkts = qp.wqNpkts[s] as number
-    qp.txPkt = qp.wqOpcode[s] === WrOpcode.RDMA_READ ? npkts : qp.txPkt + 1
+    const isRead = qp.wqOpcode[s] === WrOpcode.RDMA_READ
+    // A READ (re-)requested after a go-back starts at its first missing response; one fully read needs no request.
+    if (isRead && qp.txPkt < (qp.wqReadGot[s] as number)) qp.txPkt = qp.wqReadGot[s] as number
+    if (qp.txPkt < npkts) {
+      const psn = (qp.wqFirstPsn[s] as number) + qp.txPkt
+      if (psn - qp.acked > qp.cwnd) break
+      if (!transmitPacket(qp, s, qp.txPkt, psn)) return
+      qp.txPkt = isRead ? npkts : qp.txPkt + 1
+    }
     if (qp.txPkt >= npkts) {
       qp.txIdx++
       qp.txPkt = 0
@@ -82,6 +87,8 @@ const transmitPacket = (qp: SoftQp, s: number, pkt: number, psn: number): boolea
   let wireOp: number
   const off = pkt * qp.mtu
   if (op === WrOpcode.RDMA_READ) {
+    // A READ request names the whole message (base address and length) and, in `offset`, where its responses start:
+    // 0 at first, the first missing response's offset when it is re-requested.
     wireOp = Op.READ_REQ
     flags = Flag.FIRST | Flag.LAST | Flag.ACK_REQ
   } else {
@@ -134,6 +141,8 @@ const rewind = (qp: SoftQp, psn: number): void => {
     const npkts = qp.wqNpkts[s] as number
     if (psn < first + npkts) {
       qp.txIdx = i
+      // A READ is re-requested from its first missing response (`pump` starts it there), not whole; anything else is
+      // resent from `psn`.
       qp.txPkt = qp.wqOpcode[s] === WrOpcode.RDMA_READ ? 0 : Math.max(0, psn - first)
       return
     }
@@ -178,6 +187,9 @@ export const completeFromHead = (qp: SoftQp): void => {
     if (op === WrOpcode.RDMA_READ) {
       if (qp.wqReadGot[s] !== qp.wqNpkts[s]) break
       qp.readsOutstanding--
+      // Its last response acknowledges everything up to it (the window counts from `acked`).
+      const last = (qp.wqFirstPsn[s] as number) + (qp.wqNpkts[s] as number) - 1
+      if (last > qp.acked) qp.acked = last
     } else if ((qp.wqFirstPsn[s] as number) + (qp.wqNpkts[s] as number) - 1 > qp.acked) {
       break
     }
@@ -271,7 +283,15 @@ export const onReadResp = (qp: SoftQp, msg: Buffer, wirePsn: number, plen: numbe
     }
     const got = qp.wqReadGot[s] as number
     if (psn !== first + got) {
-      qp.device.counters.duplicates++
+      if (psn > first + got && qp.readGapPsn !== first + got) {
+        // A gap: responses come in order, so the one at `first + got` was lost. Ask again from it now (as a sequence
+        // NAK would make the requester do) instead of waiting for the timer: once per request sent for that PSN.
+        qp.readGapPsn = first + got
+        qp.device.counters.readRerequests++
+        transmitPacket(qp, s, got, first + got)
+      } else {
+        qp.device.counters.duplicates++
+      }
       return
     }
     const base = s * qp.maxSge // READ response bytes go to WQE `s`'s local SGEs (which need LOCAL_WRITE)
@@ -284,6 +304,8 @@ export const onReadResp = (qp: SoftQp, msg: Buffer, wirePsn: number, plen: numbe
     }
     qp.wqReadGot[s] = got + 1
     advance(qp, got + 1 === npkts ? first + npkts - 1 : first - 1)
+    // Forward progress: a response in sequence resets the retry count, as an ACK does (IB).
+    qp.retries = 0
     qp.lastProgress = now()
     completeFromHead(qp)
     pump(qp)
@@ -358,6 +380,7 @@ export const onRetryConfirm = (qp: SoftQp): void => {
       return
     }
     qp.device.counters.retransmits++
+    qp.readGapPsn = -1
     qp.cwnd = RECOVERY_WINDOW
     qp.lastProgress = now()
     rewind(qp, qp.acked + 1)

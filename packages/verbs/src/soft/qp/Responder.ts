@@ -218,13 +218,25 @@ const receiveWrite = (qp: SoftQp, msg: Buffer, flags: number, plen: number): boo
   return true
 }
 
-/** Answers a READ request at `psn` with its response packets; `duplicate` re-executes an old one. */
+/**
+ * Answers a READ request at `psn` with its response packets; `duplicate` re-executes an old one. A request whose
+ * `offset` is not 0 is the requester asking again from its first missing response: `psn` is that response's PSN, so
+ * the READ began `offset / mtu` PSNs earlier, and only the responses from `offset` on are sent. A new READ starts at 0.
+ */
 const executeRead = (qp: SoftQp, msg: Buffer, psn: number, duplicate: boolean): boolean => {
   const msgLen = msg.readUInt32LE(Off.msgLen)
   const raddr = msg.readDoubleLE(Off.raddr)
   const rkey = msg.readUInt32LE(Off.rkey)
+  const offset = msg.readUInt32LE(Off.offset)
   const npkts = msgLen === 0 ? 1 : Math.ceil(msgLen / qp.mtu)
-  if (duplicate && psn + npkts > qp.ePsn) return false // overlaps what is not yet executed: ignore
+  const start = offset / qp.mtu
+  if (start !== 0 && (!duplicate || !Number.isInteger(start) || start >= npkts)) {
+    // A resumed READ that names no response of a READ already executed: not a request this requester could send.
+    qp.device.counters.protocolErrors++
+    return false
+  }
+  const first = psn - start
+  if (duplicate && first + npkts > qp.ePsn) return false // overlaps what is not yet executed: ignore
   let mr: SoftMr | undefined
   if (msgLen > 0) {
     mr = checkRemote(qp, rkey, raddr, msgLen, AccessFlags.REMOTE_READ)
@@ -235,7 +247,7 @@ const executeRead = (qp: SoftQp, msg: Buffer, psn: number, duplicate: boolean): 
       return false
     }
   }
-  for (let k = 0; k < npkts; k++) {
+  for (let k = start; k < npkts; k++) {
     const off = k * qp.mtu
     const plen = Math.min(qp.mtu, msgLen - off)
     const buf = qp.device.slot()
@@ -246,7 +258,7 @@ const executeRead = (qp: SoftQp, msg: Buffer, psn: number, duplicate: boolean): 
     let flags = 0
     if (k === 0) flags |= Flag.FIRST
     if (k === npkts - 1) flags |= Flag.LAST
-    writeHeader(buf, Op.READ_RESP, flags, 0, qp.destQpNum, qp.qpNum, psn + k, 0, 0, 0, msgLen, 0, off, plen)
+    writeHeader(buf, Op.READ_RESP, flags, 0, qp.destQpNum, qp.qpNum, first + k, 0, 0, 0, msgLen, 0, off, plen)
     qp.device.transmit(buf, HDR + plen, qp.peerHost, qp.peerPort)
   }
   if (!duplicate) {
