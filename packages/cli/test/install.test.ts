@@ -53,8 +53,10 @@ describe("installed from the tarballs", () => {
     for (const p of packages) {
       await sh("npx", ["--yes", "pnpm@10.34.9", "pack", "--pack-destination", tarballs], `${root}packages/${p}`)
     }
+    // One version: every package's is the root's, and `tent --version` prints it.
+    const version = JSON.parse(readFileSync(`${root}package.json`, "utf8")).version as string
     const files = readdirSync(tarballs).filter((f) => f.endsWith(".tgz"))
-    expect(files.sort()).toEqual(packages.map((p) => `tent-${p}-0.1.0.tgz`).sort())
+    expect(files.sort()).toEqual(packages.map((p) => `tent-${p}-${version}.tgz`).sort())
     // Each tarball holds dist/, README.md, LICENSE and package.json only, and exports dist/ to its consumers.
     for (const f of files) {
       const { stdout } = await sh("tar", ["tzf", join(tarballs, f)], work)
@@ -85,7 +87,6 @@ describe("installed from the tarballs", () => {
       app,
       600_000
     )
-    const version = JSON.parse(readFileSync(`${root}packages/cli/package.json`, "utf8")).version as string
     expect((await sh("npx", ["tent", "--version"], app)).stdout.trim()).toBe(version)
     const devices = await sh("npx", ["tent", "devices", "--json"], app)
     expect(JSON.parse(devices.stdout).soft.map((d: { name: string }) => d.name)).toEqual(["soft0", "soft1"])
