@@ -15,6 +15,7 @@ import type { BootstrapDesc } from "@tent/rpc"
 import { BootstrapRejected } from "@tent/rpc"
 import {
   type CompletionQueue,
+  Errno,
   type Mtu,
   type ProtectionDomain,
   QpAttrMask,
@@ -22,7 +23,7 @@ import {
   QpType,
   type QueuePair,
   Rc,
-  type RdmaError
+  RdmaError
 } from "@tent/verbs"
 import { type Clock, Deferred, Effect, ExecutionStrategy, Exit, FiberId, Scope } from "effect"
 import type { EndpointParams } from "../../EngineConfig.js"
@@ -179,6 +180,15 @@ export class RdmaEndpoint {
       this.dataQps.push(qp)
       this.wrDepth.push(0)
       this.host.registerDataQp(qp, this, i)
+    }
+    // The notify channel's window is its 256 slots each way: a device that cannot hold them gets no notify QP.
+    const maxQpWr = this.device.limits?.device?.maxQpWr ?? NOTIFY_SLOTS
+    if (maxQpWr < NOTIFY_SLOTS) {
+      return yield* new RdmaError({
+        op: "ibv_create_qp",
+        errno: Errno.EINVAL,
+        message: `the notify QP needs ${NOTIFY_SLOTS} work requests each way; ${this.device.name} allows max_qp_wr ${maxQpWr}`
+      })
     }
     const notifyQp = yield* this.device.pd.createQp({
       sendCq: this.device.notifyCq,
