@@ -91,6 +91,19 @@ describe("installed from the tarballs", () => {
     const devices = await sh("npx", ["tent", "devices", "--json"], app)
     expect(JSON.parse(devices.stdout).soft.map((d: { name: string }) => d.name)).toEqual(["soft0", "soft1"])
 
+    // The probe's children run from the bundle too (its own entry, probe-node.js, beside tent.js).
+    const probe = await sh(
+      "npx",
+      ["tent", "probe", "--quick", "--only", "1", "--arm", "series", "--json"],
+      app,
+      300_000,
+      {
+        TENT_PROBE_COUNT: "100"
+      }
+    )
+    expect(JSON.parse(probe.stdout).rows.map((r: { received: number; sent: number }) => [r.received, r.sent])).toEqual([
+      [200, 200]
+    ])
     // The answers that load nothing are the parser's own: --version, and each command's recorded --help.
     for (const args of [["--version"], ["--help"], ["send", "--help"], ["probe", "-h"]]) {
       const fast = await sh("npx", ["tent", ...args], app)
