@@ -142,7 +142,7 @@ export const make = (
       const depth = ep.wrDepth
       let lane = 0
       for (let i = 1; i < depth.length; i++) if ((depth[i] as number) < (depth[lane] as number)) lane = i
-      if ((depth[lane] as number) >= settings.endpoint.maxQpWr) {
+      if ((depth[lane] as number) >= ep.laneDepth) {
         const list = blocked.get(ep)
         if (list === undefined) blocked.set(ep, [slice])
         else list.push(slice)
