@@ -146,7 +146,6 @@ export class SoftQp implements QueuePair {
   // Timers.
   retryTimer: ReturnType<typeof setTimeout> | undefined
   retryArmed = false
-  armedAt = 0
   /** The length the retry timer was made with (re-armed with `refresh()` while it stays the same). */
   retryTimerMs = 0
   lastProgress = 0

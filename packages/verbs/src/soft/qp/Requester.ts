@@ -324,7 +324,6 @@ export const onReadResp = (qp: SoftQp, msg: Buffer, wirePsn: number, plen: numbe
 const armRetry = (qp: SoftQp, left = qp.timeoutMs): void => {
   if (qp.retryArmed || qp.timeoutMs === 0 || qp.destroyed) return
   qp.retryArmed = true
-  qp.armedAt = now() - (qp.timeoutMs - left)
   const ms = Math.max(1, Math.ceil(left))
   if (qp.retryTimer !== undefined && qp.retryTimerMs === ms) {
     qp.retryTimer.refresh()
@@ -353,15 +352,9 @@ export const onRetryTimer = (qp: SoftQp): void => {
     armRetry(qp, Math.min(qp.timeoutMs, qp.timeoutMs - (now() - qp.lastProgress)))
     return
   }
-  // A timer that fires late by more than half a timeout means this process was busy (the event loop was blocked),
-  // not that the network was silent: ACKs may be waiting in the socket. Start the wait again instead of retrying.
-  const late = now() - qp.armedAt - qp.timeoutMs
-  if (late > qp.timeoutMs / 2 + 2) {
-    qp.lastProgress = now()
-    armRetry(qp)
-    return
-  }
-  // Timers run before I/O in an event-loop turn: look again after the I/O phase.
+  // The deadline has passed, however late this timer fired (a NIC's timer does not wait for a busy host): the retry
+  // counts, so detecting a dead peer does not stretch with event-loop lag. What the lag may hide is ACKs already
+  // waiting in the socket: timers run before I/O in an event-loop turn, so look again after the I/O phase.
   qp.retryArmed = true
   setImmediate(qp.onRetryConfirm)
 }
