@@ -254,17 +254,25 @@ describe("RailHealth: TENT's RailMonitor rules", () => {
     )
   )
 
-  it.effect("negative control: layerTest never pauses", () =>
-    withRails(
-      (rails) =>
+  it.effect("negative control: the same ten errors pause the rail under `layer` and not under `layerTest`", () =>
+    Effect.gen(function* () {
+      // One scenario, two layers: the rule's checks hold for the real layer and fail for the double (threshold ∞).
+      const afterTenErrors = (rails: RailHealth.RailHealthShape) =>
         Effect.gen(function* () {
           yield* errors(rails, "a", "x", 10)
-          expect(yield* rails.available("a", "x")).toBe(true)
-          expect(yield* rails.choose("a", ["x", "y"])).toBe("x")
-          expect(yield* stateOf(rails, "a", "x")).toMatchObject({ paused: false, errors: 10 })
-        }),
-      RailHealth.layerTest
-    )
+          return {
+            available: yield* rails.available("a", "x"),
+            chosen: yield* rails.choose("a", ["x", "y"]),
+            paused: (yield* stateOf(rails, "a", "x"))?.paused
+          }
+        })
+      expect(yield* withRails(afterTenErrors)).toEqual({ available: false, chosen: "y", paused: true })
+      expect(yield* withRails(afterTenErrors, RailHealth.layerTest)).toEqual({
+        available: true,
+        chosen: "x",
+        paused: false
+      })
+    })
   )
 })
 
