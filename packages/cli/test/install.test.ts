@@ -19,13 +19,19 @@ const exec = promisify(execFile)
 const work = mkdtempSync(join(tmpdir(), "tent-install-"))
 
 /** Runs a command to its end (bounded); a non-zero exit fails the test with its output. */
-const sh = async (cmd: string, args: ReadonlyArray<string>, cwd: string, timeoutMs = 300_000) => {
+const sh = async (
+  cmd: string,
+  args: ReadonlyArray<string>,
+  cwd: string,
+  timeoutMs = 300_000,
+  env: Record<string, string> = {}
+) => {
   try {
     return await exec(cmd, args, {
       cwd,
       timeout: timeoutMs,
       maxBuffer: 64 << 20,
-      env: { ...process.env, NO_COLOR: "1" }
+      env: { ...process.env, NO_COLOR: "1", ...env }
     })
   } catch (e) {
     const x = e as { stdout?: string; stderr?: string; message: string }
