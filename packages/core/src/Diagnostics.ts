@@ -10,6 +10,7 @@ import type { PeerHealth as HealthRecord } from "@tent/health"
 import { Server } from "@tent/rpc"
 import { Context, Effect, Layer } from "effect"
 import { Dedup } from "./Dedup.js"
+import { type DeliveryCounters, EngineDelivery } from "./internal/Delivery.js"
 import type { DedupCounters } from "./internal/ReplayWindow.js"
 import { RdmaTransport } from "./internal/rdma/RdmaTransport.js"
 import { TcpTransport } from "./internal/TcpTransport.js"
@@ -55,6 +56,8 @@ export interface Counters {
   readonly dedup?: DedupCounters | undefined
   /** What the resend did (RFC PR 7: channels, entries by path, failed, not resendable, pairs); undefined under legacy. */
   readonly resend?: ResendCounters | undefined
+  /** The delivery point's: `handlerErrors`, the calls of a `TransferEngine.subscribe` handler that threw. */
+  readonly delivery?: Readonly<DeliveryCounters> | undefined
 }
 
 /** Inspection and in-process fault injection. */
@@ -95,6 +98,7 @@ export const make = Effect.gen(function* () {
   const listener = yield* Server.Listener
   const dedup = yield* Dedup
   const resend = yield* Resend
+  const delivery = yield* EngineDelivery
   const all = () => (rdma?.devices ?? []).flatMap((d) => Array.from(d.store.active.values(), (ep) => ({ d, ep })))
   return {
     installed: { rdma: rdma !== undefined, tcp: tcp !== undefined },
@@ -103,7 +107,8 @@ export const make = Effect.gen(function* () {
       tcp: tcp?.counters,
       peerHealth: health.metrics,
       dedup: dedup.counters,
-      resend: resend.counters
+      resend: resend.counters,
+      delivery: delivery.counters
     },
     devices: Effect.sync(() => (rdma?.devices ?? []).map((d) => ({ name: d.name, enabled: d.enabled }))),
     endpoints: Effect.sync(() =>

@@ -98,10 +98,28 @@ export interface TransferEngineShape {
   readonly probePeerAlive: (
     segment: SegmentHandle | string
   ) => Effect.Effect<void, TransportFailure | InvalidEntry | SegmentNotFound>
-  /** Takes the received notifications (TENT `receiveNotification`: the routing policy's transports). */
+  /**
+   * Takes the received notifications (TENT `receiveNotification`: the routing policy's transports). Subscribers
+   * (`subscribe`) do not take from these queues: a notification handed to them is queued here as well.
+   */
   readonly receiveNotifications: Effect.Effect<ReadonlyArray<Notification>>
-  /** Received notifications as a stream (the same queues as `receiveNotifications`: each is delivered once). */
+  /**
+   * Received notifications as a stream (the same queues as `receiveNotifications`: each is delivered once, to whichever
+   * of the two takes it first, or to one of several concurrent runs of the stream).
+   */
   readonly notifications: Stream.Stream<Notification>
+  /**
+   * The engine's fast consumer: `handler` is called synchronously at the delivery point, in the notify poller's pass
+   * (or the control plane's `Notify` handler), with every notification admitted from then on, once, in arrival order,
+   * until the scope closes (after which it is not called again). A broadcast beside the queues: every subscriber, and
+   * `notifications` / `receiveNotifications`, each see every notification; a duplicate the `Dedup` seam's window
+   * drops reaches none of them. Keep the handler short and do not mutate the notification (every subscriber and the
+   * queue share it). A handler that throws is caught, logged (a warning) and counted (`Diagnostics` counters
+   * `delivery.handlerErrors`); the other subscribers and the next notifications are unaffected. No Effect runs per
+   * notification on this path. The queues fill as before whether or not anyone subscribes: a program that only
+   * subscribes should still drain them now and then (`receiveNotifications`), or their memory grows.
+   */
+  readonly subscribe: (handler: (n: Notification) => void) => Effect.Effect<void, never, Scope.Scope>
 }
 
 /** The transfer engine. */
@@ -250,7 +268,14 @@ export const make = Effect.gen(function* () {
     probePeerAlive: (segment) =>
       Effect.flatMap(segmentOf(segment), (name) => TcpTransport.atPeer(cache, name, (address) => agent.probe(address))),
     receiveNotifications: Effect.sync(drain),
-    notifications
+    notifications,
+    subscribe: (handler) =>
+      Effect.asVoid(
+        Effect.acquireRelease(
+          Effect.sync(() => delivery.subscribe(handler)),
+          (unsubscribe) => Effect.sync(unsubscribe)
+        )
+      )
   } satisfies TransferEngineShape
 })
 

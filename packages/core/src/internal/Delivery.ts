@@ -2,13 +2,15 @@
  * The engine's one delivery point: every transport's notifications arrive here — the RDMA notify poller's decoded
  * frames, the control plane's `Notify` (queued as the TCP transport's, as TENT's `TcpTransport` does) — with the
  * sender's identity and the stamp the frame or request carried. Each passes the `Dedup` seam's admission once, then
- * lands in the queue of the transport that carried it (TENT's `notify_list_` per transport, which the
- * `NotificationRouting` seam's `drainOrder` chooses from), and the consumers waiting on the engine's stream wake.
+ * is handed to every subscriber (the engine's `subscribe`: a synchronous callback, called here), then lands in the
+ * queue of the transport that carried it (TENT's `notify_list_` per transport, which the `NotificationRouting` seam's
+ * `drainOrder` chooses from), and the consumers waiting on the engine's stream wake. A notification admission refuses
+ * (a duplicate) reaches neither.
  *
  * Plain synchronous code, called where the completion or the request is handled.
  */
 import type { Notification } from "@tent/rpc"
-import { Context, Effect, Layer } from "effect"
+import { Cause, Context, Effect, Layer, Runtime } from "effect"
 import { type DecodedFrame, Dedup, type DedupShape, type Stamp } from "../Dedup.js"
 import type { QueueKind } from "../NotificationRouting.js"
 
@@ -103,18 +105,79 @@ export class Inbox {
   }
 }
 
+/** A subscriber's callback: called synchronously with each admitted notification (see {@link Delivery.subscribe}). */
+export type Handler = (n: Notification) => void
+
+/** One subscription; `active` turns false when it ends, so a pass already iterating the old list skips it. */
+interface Subscription {
+  readonly handler: Handler
+  active: boolean
+}
+
+/** What the delivery point counted. */
+export interface DeliveryCounters {
+  /** Calls of a subscriber's handler that threw (each caught, logged, and the next subscriber called). */
+  handlerErrors: number
+}
+
 /** The delivery point. */
 export class Delivery {
   /** Wakes the consumers of the engine's notification stream. */
   readonly signal = new Signal()
   /** One queue per transport. */
   readonly queues: Readonly<Record<QueueKind, Inbox>> = { rdma: new Inbox(), tcp: new Inbox() }
+  /** Live counters. */
+  readonly counters: DeliveryCounters = { handlerErrors: 0 }
+  /** Replaced, never mutated, on (un)subscribe: a handler may (un)subscribe while a notification is being handed out. */
+  private subscriptions: ReadonlyArray<Subscription> = []
 
-  constructor(private readonly dedup: DedupShape) {}
+  /** `onHandlerError` reports a handler's throw (the engine logs it); it must not throw itself. */
+  constructor(
+    private readonly dedup: DedupShape,
+    private readonly onHandlerError: (error: unknown) => void = () => {}
+  ) {}
+
+  /**
+   * Calls `handler` with every notification admitted from now on, before it is queued, in subscription order; returns
+   * the unsubscribe (after it returns, `handler` is not called again, even by a pass already under way).
+   */
+  subscribe(handler: Handler): () => void {
+    const sub: Subscription = { handler, active: true }
+    this.subscriptions = [...this.subscriptions, sub]
+    return () => {
+      sub.active = false
+      this.subscriptions = this.subscriptions.filter((x) => x !== sub)
+    }
+  }
+
+  /** How many subscribers there are. */
+  get subscribers(): number {
+    return this.subscriptions.length
+  }
+
+  /** Hands `n` to every subscriber; a throw is counted and reported, and the next subscriber is called. */
+  private dispatch(n: Notification): void {
+    const subs = this.subscriptions
+    for (let i = 0; i < subs.length; i++) {
+      const sub = subs[i] as Subscription
+      if (!sub.active) continue
+      try {
+        sub.handler(n)
+      } catch (error) {
+        this.counters.handlerErrors++
+        try {
+          this.onHandlerError(error)
+        } catch {
+          // a failing report must not stall the poller either
+        }
+      }
+    }
+  }
 
   /** A notification carried by `via`, from `sender`; false when admission refused it (a duplicate). */
   deliver(via: QueueKind, sender: string, n: Notification, stamp?: Stamp | undefined): boolean {
     if (!this.dedup.admit(sender, stamp)) return false
+    if (this.subscriptions.length > 0) this.dispatch(n)
     this.queues[via].push(n)
     this.signal.notify()
     return true
@@ -132,10 +195,12 @@ export class Delivery {
   fromFrame(via: QueueKind, sender: string, buf: Buffer, frame: DecodedFrame, now?: number): boolean {
     // The frame is its own stamp (`session`, `seq`): no object per notification.
     if (!this.dedup.admit(sender, frame.stamped ? frame : undefined, now)) return false
-    this.queues[via].push({
+    const n: Notification = {
       name: new Uint8Array(buf.subarray(frame.nameStart, frame.nameEnd)),
       msg: new Uint8Array(buf.subarray(frame.msgStart, frame.msgEnd))
-    })
+    }
+    if (this.subscriptions.length > 0) this.dispatch(n)
+    this.queues[via].push(n)
     this.signal.notify()
     return true
   }
@@ -152,8 +217,23 @@ export class Delivery {
 /** The engine's delivery point as a service. */
 export class EngineDelivery extends Context.Tag("@tent/core/internal/Delivery")<EngineDelivery, Delivery>() {}
 
-/** The delivery point, admitting through the `Dedup` seam. */
+/**
+ * The delivery point, admitting through the `Dedup` seam; a subscriber's throw is logged (a warning with the throw as
+ * its cause) with the logger of the fiber that built the engine.
+ */
 export const layer: Layer.Layer<EngineDelivery, never, Dedup> = Layer.effect(
   EngineDelivery,
-  Effect.map(Dedup, (dedup) => new Delivery(dedup))
+  Effect.gen(function* () {
+    const dedup = yield* Dedup
+    const runtime = yield* Effect.runtime<never>()
+    const log = (error: unknown) =>
+      Runtime.runSync(
+        runtime,
+        Effect.logWarning(
+          "a notification subscriber threw: caught and counted (Diagnostics counters.delivery.handlerErrors)",
+          Cause.die(error)
+        )
+      )
+    return new Delivery(dedup, log)
+  })
 )
