@@ -1,14 +1,14 @@
 /**
  * Every command's `--help` renders and says what it does; bad arguments fail with a usage line and a non-zero exit.
- * Parsing runs in this process (`Cli.run`, output captured from the console); one real process confirms the exit
- * codes `pnpm tent` gives.
+ * Parsing runs in this process (`Cli.run`, output captured from the console); real processes confirm the exit
+ * codes `pnpm tent` gives, and that its help is coloured on a terminal only (not through a pipe, not with NO_COLOR).
  */
 import { NodeContext } from "@effect/platform-node"
 import { Effect } from "effect"
 import { afterEach, describe, expect, it, vi } from "vitest"
 import { run as runCli, subcommands } from "../src/Cli.js"
 import { describe as describeError } from "../src/Render.js"
-import { run, stopAll } from "./fixtures/cli.js"
+import { hasScript, run, runOnTty, stopAll } from "./fixtures/cli.js"
 
 afterEach(stopAll)
 
@@ -28,6 +28,8 @@ const inProcess = async (args: ReadonlyArray<string>) => {
     error.mockRestore()
   }
 }
+
+const ESC = String.fromCharCode(27)
 
 const descriptions: Record<keyof typeof subcommands, RegExp> = {
   devices: /Ibverbs devices/,
@@ -98,13 +100,29 @@ describe("tent --help and bad arguments", () => {
     ])
     expect(help.code).toBe(0)
     expect(help.stdout).toContain("Send one notification")
-    // stdout is a pipe here: no colour codes in the help or the errors.
-    expect(help.stdout).not.toContain(String.fromCharCode(27))
-    expect(bad.stderr).not.toContain(String.fromCharCode(27))
+    // stdout is a pipe here: the help comes without the colour codes it is rendered with (as in-process shows).
+    expect((await inProcess(["send", "--help"])).stdout).toContain(ESC)
+    expect(help.stdout).not.toContain(ESC)
     expect(bad.code).toBe(2)
     expect(bad.stderr).toContain("usage: tent send ")
     expect(refused.code).toBe(1)
     expect(refused.stderr.trim()).toMatch(/^tent send: control plane to 127\.0\.0\.1:1 failed \(Refused\).*check:/)
     expect(refused.stderr.trim().split("\n")).toHaveLength(1)
+  })
+
+  const tty = hasScript()
+  if (!tty)
+    console.warn("skipping the terminal colour test: util-linux script(1), which gives tent a terminal, is missing")
+  it.skipIf(!tty)("on a terminal the help is in colour, and NO_COLOR takes the colour away", async () => {
+    const [coloured, plain] = await Promise.all([
+      runOnTty(["send", "--help"]),
+      runOnTty(["send", "--help"], 120_000, { NO_COLOR: "1" })
+    ])
+    expect(coloured.code).toBe(0)
+    expect(coloured.stdout).toContain("Send one notification")
+    expect(coloured.stdout).toContain(ESC)
+    expect(plain.code).toBe(0)
+    expect(plain.stdout).toContain("Send one notification")
+    expect(plain.stdout).not.toContain(ESC)
   })
 })
