@@ -34,8 +34,10 @@ const sh = async (
       env: { ...process.env, NO_COLOR: "1", ...env }
     })
   } catch (e) {
-    const x = e as { stdout?: string; stderr?: string; message: string }
-    throw new Error(`${cmd} ${args.join(" ")} failed in ${cwd}: ${x.message}\n${x.stdout ?? ""}\n${x.stderr ?? ""}`)
+    const x = e as { code?: number | string; stdout?: string; stderr?: string; message: string }
+    throw new Error(
+      `${cmd} ${args.join(" ")} exited ${x.code ?? "?"} in ${cwd}: ${x.message}\n${x.stdout ?? ""}\n${x.stderr ?? ""}`
+    )
   }
 }
 
@@ -137,7 +139,7 @@ describe("installed from the tarballs", () => {
       const bin = join(app, "node_modules/@tent/cli/dist/bin/tent.js")
       const run = sh(process.execPath, ["--import", "./register.mjs", bin, ...args], app, 300_000, { LOAD_LOG: log })
       if (exit === 0) await run
-      else await expect(run).rejects.toThrow(`code ${exit}`)
+      else await expect(run).rejects.toThrow(`exited ${exit} in`)
       return readFileSync(log, "utf8")
         .split("\n")
         .filter((l) => l.includes("/@tent/cli/dist/bin/"))
