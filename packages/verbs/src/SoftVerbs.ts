@@ -14,7 +14,13 @@ import { AccessFlags, Errno, LinkLayer, Mtu } from "./Constants.js"
 import { DeviceNotFound, type InvalidFaults, RdmaError } from "./Errors.js"
 import { softGid } from "./soft/Address.js"
 import { SoftCq } from "./soft/SoftCq.js"
-import { type SoftCounters, SoftDevice, type SoftDeviceConfig, type SoftFaults } from "./soft/SoftDevice.js"
+import {
+  type SocketBuffers,
+  type SoftCounters,
+  SoftDevice,
+  type SoftDeviceConfig,
+  type SoftFaults
+} from "./soft/SoftDevice.js"
 import type { SoftQp } from "./soft/SoftQp.js"
 import {
   type AsyncEvent,
@@ -30,7 +36,7 @@ import {
   type VerbsShape
 } from "./Verbs.js"
 
-export type { SoftCounters, SoftDeviceConfig, SoftFaults }
+export type { SocketBuffers, SoftCounters, SoftDeviceConfig, SoftFaults }
 
 /** Limits of a SoftVerbs device (what `ibv_query_device` would report). */
 export const limits = {
@@ -205,6 +211,23 @@ const attachEffects = (device: SoftDevice, qp: SoftQp): void => {
   qp.destroy = Effect.sync(() => device.destroyQp(qp))
 }
 
+/**
+ * One line per device: the socket buffers the kernel granted and the window they allow. A warning when the kernel
+ * granted less than was asked (its `net.core.rmem_max`/`wmem_max` are lower), since the window shrinks with them.
+ */
+const logSocketBuffers = (device: SoftDevice): Effect.Effect<void> => {
+  const { asked, recv, send } = device.socketBuffers
+  // Linux reports twice what it grants to a request (the other half is its bookkeeping).
+  const capped = recv < 2 * asked || send < 2 * asked
+  const line =
+    `SoftVerbs device "${device.name}" (${device.host}:${device.port}): SO_RCVBUF ${recv} B and SO_SNDBUF ${send} B ` +
+    `granted for ${asked} B asked; window ${device.windowFor(4096)} packets per QP at path MTU 4096` +
+    (capped
+      ? " (the kernel capped the buffers: raise net.core.rmem_max and net.core.wmem_max for a larger window)"
+      : "")
+  return capped ? Effect.logWarning(line) : Effect.logDebug(line)
+}
+
 /** Creates the devices (binding their sockets) and the two services; everything closes with the scope. */
 export const make = (
   options: SoftVerbsOptions
@@ -218,6 +241,16 @@ export const make = (
         )
       }
       names.add(d.name)
+      const bytes = d.socketBufferBytes
+      if (bytes !== undefined && !(Number.isSafeInteger(bytes) && bytes > 0)) {
+        return yield* Effect.fail(
+          rdmaError(
+            "ibv_open_device",
+            Errno.EINVAL,
+            `device "${d.name}": socketBufferBytes must be a positive integer of bytes, got ${bytes}`
+          )
+        )
+      }
     }
     const devices: Array<SoftDevice> = []
     for (const config of options.devices) {
@@ -233,6 +266,7 @@ export const make = (
         }),
         (d) => Effect.promise(() => d.close())
       )
+      yield* logSocketBuffers(device)
       devices.push(device)
     }
     const find = (name: string) => {

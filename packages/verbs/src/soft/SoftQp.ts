@@ -29,6 +29,8 @@ export interface QpHost {
   /** A send slot (header + one MTU) that stays untouched until the datagram is handed to the kernel. */
   slot(): Buffer
   transmit(buf: Buffer, length: number, host: string, port: number): void
+  /** Packets in flight per QP at path MTU `mtu` that the device's socket buffers hold. */
+  windowFor(mtu: number): number
   lookupMr(key: number): SoftMr | undefined
   queueAck(qp: SoftQp): void
   raise(event: { readonly eventType: EventType; readonly qpNum: number; readonly detail: string }): void
@@ -115,8 +117,10 @@ export class SoftQp implements QueuePair {
   readsOutstanding = 0
   /** The READ response PSN last re-requested because a later response arrived first (-1: none since the timer). */
   readGapPsn = -1
-  /** Packets allowed in flight: WINDOW, cut to RECOVERY_WINDOW by a timeout and doubled back on each ACK. */
-  cwnd = Requester.WINDOW
+  /** The most packets in flight: what the device's granted socket buffers hold at this path MTU (`windowFor`). */
+  maxWindow: number
+  /** Packets allowed in flight: `maxWindow`, cut to RECOVERY_WINDOW by a timeout and doubled back on each ACK. */
+  cwnd: number
 
   // Receive queue.
   readonly rqCap: number
@@ -191,6 +195,8 @@ export class SoftQp implements QueuePair {
     this.rqSgeAddr = new Float64Array(this.rqCap * this.maxRecvSge)
     this.rqSgeLen = new Uint32Array(this.rqCap * this.maxRecvSge)
     this.rqSgeLkey = new Uint32Array(this.rqCap * this.maxRecvSge)
+    this.maxWindow = device.windowFor(this.mtu)
+    this.cwnd = this.maxWindow
   }
 
   // The timer callbacks, bound once per QP.

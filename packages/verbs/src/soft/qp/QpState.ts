@@ -191,6 +191,8 @@ const moveTo = (qp: SoftQp, cur: QpState, next: QpState): void => {
     qp.recvActive = false
   }
   if (cur === QpState.RTR && next === QpState.RTS) {
+    qp.maxWindow = qp.device.windowFor(qp.mtu)
+    qp.cwnd = qp.maxWindow
     qp.psnNext = qp.sqPsn
     qp.acked = qp.sqPsn - 1
     qp.head = qp.tail = qp.txIdx = 0

@@ -15,7 +15,10 @@ import type { SoftQp } from "../SoftQp.js"
 import { postOneSend, wcOpcodeOf } from "./SendQueue.js"
 import { gather, scatter } from "./Sge.js"
 
-/** Maximum packets in flight per QP: 512 × (48 + 4096) bytes stays inside a 4 MiB receive buffer. */
+/**
+ * Maximum packets in flight per QP, whatever the socket buffers: 512 × (48 + 4096) bytes fit a 4 MiB receive buffer.
+ * A device whose kernel granted less sizes its QPs' windows to that (`SoftDevice.windowFor`).
+ */
 export const WINDOW = 512
 /**
  * After a timeout the requester resends at most this many packets before an ACK arrives: a single-threaded receiver
@@ -171,7 +174,7 @@ const advance = (qp: SoftQp, ack: number): boolean => {
   }
   if (limit <= qp.acked) return false
   qp.acked = limit
-  if (qp.cwnd < WINDOW) qp.cwnd = Math.min(WINDOW, qp.cwnd * 2)
+  if (qp.cwnd < qp.maxWindow) qp.cwnd = Math.min(qp.maxWindow, qp.cwnd * 2)
   qp.retries = 0
   qp.rnrRetries = 0
   qp.lastProgress = now()
@@ -374,7 +377,7 @@ export const onRetryConfirm = (qp: SoftQp): void => {
     }
     qp.device.counters.retransmits++
     qp.readGapPsn = -1
-    qp.cwnd = RECOVERY_WINDOW
+    qp.cwnd = Math.min(RECOVERY_WINDOW, qp.maxWindow)
     qp.lastProgress = now()
     rewind(qp, qp.acked + 1)
     pump(qp)
