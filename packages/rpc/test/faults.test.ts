@@ -8,12 +8,16 @@ const note = makeNotification("n", Buffer.alloc(64, 1))
 
 describe("killed peer (a real process, SIGKILL)", () => {
   it.scopedLive(
-    "in-flight call fails Closed, a new one Refused, each within 1 s; after a restart the next call succeeds",
+    "in-flight call fails Closed, a new one Refused, neither waiting for a timer; after a restart the next call succeeds",
     () =>
       Effect.gen(function* () {
         const peer = yield* spawnPeer()
         const { address, port } = peer.ready
-        const agent = yield* makeAgent({ notify_timeout_ms: 20_000, request_timeout_ms: 20_000 })
+        const agent = yield* makeAgent({
+          notify_timeout_ms: 20_000,
+          request_timeout_ms: 20_000,
+          connect_timeout_ms: 20_000
+        })
         yield* agent.probe(address)
 
         const inflight = yield* Effect.fork(
@@ -24,12 +28,14 @@ describe("killed peer (a real process, SIGKILL)", () => {
         const [closed, closedMs] = yield* Fiber.join(inflight)
         expect(closed).toBeInstanceOf(TransportFailure)
         expect(closed).toMatchObject({ reason: "Closed", transportLevel: true, address })
-        expect(closedMs).toBeLessThan(200 + 1000)
+        // The socket's close ends the call, not its 20 s timeout (a quarter of it leaves room for a loaded machine).
+        expect(closedMs).toBeGreaterThanOrEqual(200)
+        expect(closedMs).toBeLessThan(200 + 20_000 / 4)
         yield* Effect.promise(() => peer.exited)
 
         const [refused, refusedMs] = yield* timed(Effect.flip(agent.probe(address)))
         expect(refused).toMatchObject({ _tag: "TransportFailure", reason: "Refused", transportLevel: true })
-        expect(refusedMs).toBeLessThan(1000)
+        expect(refusedMs).toBeLessThan(20_000 / 4) // the kernel's refusal, not the 20 s connect timeout
 
         yield* spawnPeer(["--port", String(port)])
         const [, againMs] = yield* timed(agent.notify(address, note))
@@ -40,13 +46,13 @@ describe("killed peer (a real process, SIGKILL)", () => {
 
 describe("frozen peer (a real process, SIGSTOP)", () => {
   it.scopedLive(
-    "the connect succeeds, the call fails Timeout after its timeout (not earlier, < +50%); after SIGCONT the next call succeeds",
+    "the connect succeeds, the call fails Timeout at its own deadline (not earlier, nor at a later one); after SIGCONT the next call succeeds",
     () =>
       Effect.gen(function* () {
         const peer = yield* spawnPeer()
         const { address } = peer.ready
         // a long connect timeout: a Timeout at ~500 ms can only be the request's, so the connect succeeded
-        const agent = yield* makeAgent({ notify_timeout_ms: 500, connect_timeout_ms: 10_000 })
+        const agent = yield* makeAgent({ notify_timeout_ms: 500, request_timeout_ms: 5000, connect_timeout_ms: 10_000 })
         peer.signal("SIGSTOP")
         yield* Effect.sleep(100)
 
@@ -54,13 +60,15 @@ describe("frozen peer (a real process, SIGSTOP)", () => {
         expect(error).toMatchObject({ _tag: "TransportFailure", reason: "Timeout", transportLevel: true })
         expect(error.message).toContain("no reply within 500 ms")
         expect(ms).toBeGreaterThanOrEqual(499) // timers have 1 ms granularity
-        expect(ms).toBeLessThanOrEqual(750)
+        // A deadline looked at only once per timeout period would fire up to a period late (1000 ms).
+        expect(ms).toBeLessThan(2 * 500)
 
-        // the same for a per-call timeout on another RPC
+        // the same for a per-call timeout on another RPC: its own 300 ms, not the agent's 5 s for Probe
         const [probeError, probeMs] = yield* timed(Effect.flip(agent.probe(address, { timeout: 300 })))
         expect(probeError).toMatchObject({ reason: "Timeout" })
+        expect(probeError.message).toContain("no reply within 300 ms")
         expect(probeMs).toBeGreaterThanOrEqual(299)
-        expect(probeMs).toBeLessThanOrEqual(450)
+        expect(probeMs).toBeLessThan(2 * 300)
 
         peer.signal("SIGCONT")
         yield* agent.notify(address, note)
@@ -83,14 +91,24 @@ describe("frozen peer (a real process, SIGSTOP)", () => {
       )
       yield* Effect.sleep(50)
       const latencies: Array<number> = []
+      let overlapped = 0
       for (let i = 0; i < 200; i++) {
         const [, ms] = yield* timed(agent.notify(healthy.ready.address, note))
         latencies.push(ms)
+        if (stream.unsafePoll() === null) overlapped++
       }
       const frozenErrors = yield* Fiber.join(stream)
       expect(frozenErrors.every((e) => e._tag === "TransportFailure" && e.reason === "Timeout")).toBe(true)
-      // a healthy call that waited behind the frozen peer would take its 500 ms timeout
-      expect(Math.max(...latencies)).toBeLessThan(250)
+      // A healthy call held behind the frozen peer would end no sooner than a frozen call's 500 ms timeout: every
+      // one ends before that deadline.
+      const sorted = [...latencies].sort((x, y) => x - y)
+      const at = (q: number) => (sorted[Math.floor((sorted.length - 1) * q)] as number).toFixed(1)
+      console.log(
+        `healthy calls beside a frozen peer: p50 ${at(0.5)} ms, p90 ${at(0.9)} ms, max ${at(1)} ms (${overlapped} of 200 while its calls were pending)`
+      )
+      expect(Math.max(...latencies)).toBeLessThan(500)
+      // The frozen peer's 300 calls (3 rounds of 500 ms) were in flight during the healthy calls.
+      expect(overlapped).toBeGreaterThanOrEqual(20)
     })
   )
 })

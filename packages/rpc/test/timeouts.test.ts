@@ -34,7 +34,9 @@ describe("reply timeouts", () => {
     Effect.gen(function* () {
       const { server, state } = yield* sleepyServer
       const agent = yield* makeAgent({ notify_timeout_ms: 5000 })
-      const timeouts = [300, 100, 200, 100, 300]
+      // 500 ms apart, so that "before the next deadline" leaves a loaded machine room
+      const timeouts = [1500, 500, 1000, 500, 1500]
+      const nextDeadline = (ms: number) => Math.min(5000, ...timeouts.filter((t) => t > ms))
       const results = yield* Effect.forEach(
         timeouts,
         (ms) => timed(Effect.flip(agent.notify(server.address, sleep(10_000), { timeout: ms }))),
@@ -45,7 +47,8 @@ describe("reply timeouts", () => {
         expect(error).toMatchObject({ _tag: "TransportFailure", reason: "Timeout" })
         expect(error.message).toContain(`within ${ms} ms`)
         expect(took).toBeGreaterThanOrEqual(ms)
-        expect(took).toBeLessThan(ms * 1.5)
+        // not at another call's deadline (nor at the agent's 5 s)
+        expect(took).toBeLessThan(nextDeadline(ms))
       })
       // each abandoned call interrupted its handler on the server
       for (let i = 0; i < 100 && state.interrupted < timeouts.length; i++) yield* Effect.sleep(10)
@@ -66,7 +69,7 @@ describe("reply timeouts", () => {
       const [error, took] = yield* timed(Effect.flip(agent.notify(server.address, sleep(5000))))
       expect(error).toMatchObject({ reason: "Timeout" })
       expect(took).toBeGreaterThanOrEqual(300)
-      expect(took).toBeLessThan(450)
+      expect(took).toBeLessThan(2 * 300) // nor a whole period later
       // a call that answers in time is not timed out by the timer armed for others
       yield* agent.notify(server.address, sleep(100), { timeout: 250 })
     })
@@ -89,8 +92,7 @@ describe("reply timeouts", () => {
       expect(outcome).toBe("gave up")
       yield* Effect.sleep(150)
       // the connection is intact and the next calls are answered
-      const [, took] = yield* timed(agent.notify(server.address, makeNotification("ok", "")))
-      expect(took).toBeLessThan(1000)
+      yield* agent.notify(server.address, makeNotification("ok", ""))
       expect(yield* agent.connections).toEqual([server.address])
     })
   )
