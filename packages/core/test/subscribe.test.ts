@@ -72,6 +72,21 @@ describe("TransferEngine.subscribe: the fast consumer", () => {
     expect(delivery.drain(["tcp"]).map(name)).toEqual(["a", "b"])
   })
 
+  it("a subscriber unsubscribed by another during a pass is not called in that pass", () => {
+    const delivery = new Delivery.Delivery(Dedup.legacy)
+    const calls: Array<string> = []
+    let unsubscribeSecond = () => {}
+    delivery.subscribe((n) => {
+      calls.push(`first ${name(n)}`)
+      unsubscribeSecond()
+    })
+    unsubscribeSecond = delivery.subscribe((n) => calls.push(`second ${name(n)}`))
+    delivery.fromNotify("rpc#1", makeNotification("a", "x"))
+    delivery.fromNotify("rpc#1", makeNotification("b", "x"))
+    expect(calls).toEqual(["first a", "first b"])
+    expect(delivery.subscribers).toBe(1)
+  })
+
   it.scopedLive("two subscribers and the stream each see every notification, in order", () =>
     Effect.gen(function* () {
       const rx = yield* engine(rdmaOnly)
