@@ -155,6 +155,8 @@ export class SoftDevice implements QpHost, CqHost {
   private readonly slotSent = new Float64Array(SLOTS)
   /** Datagrams handed to the socket so far. */
   private sends = 0
+  /** libuv still queued datagrams when the ring last came round to slot 0. */
+  private queueAtRound = false
   private nextQpn: number
   private nextPd = 1
   private depth = 0
@@ -290,7 +292,14 @@ export class SoftDevice implements QpHost, CqHost {
     // A datagram the kernel could not take at once (EAGAIN) waits in libuv's queue, which points at its memory until
     // the kernel copies it; the queued ones are the last `getSendQueueCount()` sends. A slot among them is not
     // overwritten: this packet gets a fresh buffer (never on loopback, where the kernel takes every datagram at once).
-    if (!this.closed && (this.slotSent[i] as number) > this.sends - this.socket.getSendQueueCount()) {
+    // Every slot is sent as soon as it is filled, so when the queue is empty at the start of a round of the ring, no
+    // slot of that round can still be queued: the queue is looked at per slot only in a round that began with one.
+    if (i === 0) this.queueAtRound = !this.closed && this.socket.getSendQueueCount() > 0
+    if (
+      this.queueAtRound &&
+      !this.closed &&
+      (this.slotSent[i] as number) > this.sends - this.socket.getSendQueueCount()
+    ) {
       this.counters.sendSlotsBusy++
       this.lastSlot = -1
       return Buffer.allocUnsafe(SLOT_SIZE)
