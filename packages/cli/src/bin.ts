@@ -9,6 +9,7 @@
  * @since 0.1.0
  */
 import { readFileSync } from "node:fs"
+import * as NodeModule from "node:module"
 import { version } from "./Version.js"
 
 declare const TENT_BUNDLE: boolean | undefined
@@ -30,4 +31,8 @@ const args = process.argv.slice(2)
 const fast = process.env.TENT_CLI_FAST !== "0"
 const text = !fast ? undefined : args.length === 1 && args[0] === "--version" ? `${version}\n\n` : help(args)
 if (text !== undefined) process.stdout.write(text)
-else await import("./Main.js")
+else {
+  // Node ≥ 22.1 keeps the compiled parser and commands between runs (its module compile cache); Node 20 has none.
+  ;(NodeModule as { enableCompileCache?: () => unknown }).enableCompileCache?.()
+  await import("./Main.js")
+}
