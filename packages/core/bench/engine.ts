@@ -6,9 +6,13 @@
  * `send_msgs_per_s_pr7_off`) are measured right before and right after the engine's first three figures, each floor
  * the mean of the two (both logged).
  *
- * - `notify_one_way_us`: median of RTT/2 of a notification ping-pong through `sendNotification` → the peer's
- *   `notifications` stream → back (floor: a raw 64-byte SEND echo between the same two kinds of process); both after
- *   the same number of untimed warm-up rounds.
+ * - `notify_one_way_us`: median of RTT/2 of a notification ping-pong through `sendNotification` → the peer's fast
+ *   consumer (`subscribe`: its handler sends the echo with `Runtime.runSync`) → back → this engine's `subscribe`
+ *   handler, which sends the next ping the same way (floor: a raw 64-byte SEND echo between the same two kinds of
+ *   process); both after the same number of untimed warm-up rounds. The peer is `notify-echo-peer.ts`.
+ * - `notify_one_way_us_stream`: the same ping-pong with the `notifications` stream as the consumer on both sides (each
+ *   send made from the stream's consumer of the previous arrival), against the same peer switched to its stream echo;
+ *   the same floor and the same warm-up rounds.
  * - `burst_2000_p50_ms`: 2000 notifications of {@link ping}'s size sent back to back through `sendNotification`
  *   (which the notify window paces: 256 in flight), each carrying its index and timed from its call, echoed by the
  *   peer; p50 of echo RTT / 2 on this process's clock (floor: 2000 raw SENDs of the ping's 68 encoded bytes, at most
@@ -87,7 +91,20 @@ import {
 } from "@tent/verbs"
 import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
 import { frameSplitter } from "@tent/verbs/bench/frames"
-import { Context, Duration, Effect, Fiber, Layer, Logger, LogLevel, type Scope, Stream } from "effect"
+import {
+  Context,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Logger,
+  LogLevel,
+  Runtime,
+  type Scope,
+  Stream
+} from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import { CtrlFrame, Dedup, Diagnostics, Resend, Series, TransferEngine } from "../src/index.js"
 import { NOTIFY_SLOTS } from "../src/internal/NotifyChannel.js"
@@ -104,6 +121,48 @@ const now = () => performance.timeOrigin + performance.now()
 
 /** The ping of the notification ping-pongs: a 4-byte name and a 56-byte message (68 bytes in TENT's encoding). */
 const ping: Notification = { name: new TextEncoder().encode("ping"), msg: new Uint8Array(56) }
+
+/**
+ * `total` ping-pongs of {@link ping} with an engine peer that echoes it, consumed by the engine's fast consumer:
+ * `sendNotification` → the peer → back → this engine's `subscribe` handler, which records the RTT and sends the next
+ * ping with `Runtime.runSync` (a send on a READY endpoint completes synchronously; the first, which may bootstrap the
+ * endpoint, is run as an effect); a Deferred completed by the last one ends the round. The RTT of each in ms. Drains
+ * the queues after (the subscriber's notifications are queued as well) and checks that they held `total`.
+ */
+const pingPongSubscribe = (engine: TransferEngine.TransferEngineShape, segment: string, total: number) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const rtts: Array<number> = []
+      const done = yield* Deferred.make<void, unknown>()
+      const runSync = Runtime.runSync(yield* Effect.runtime<never>())
+      const send = engine.sendNotification(segment, ping)
+      let t0 = 0
+      yield* engine.subscribe(() => {
+        if (rtts.length >= total) return
+        rtts.push(performance.now() - t0)
+        if (rtts.length >= total) {
+          Deferred.unsafeDone(done, Exit.void)
+          return
+        }
+        t0 = performance.now()
+        try {
+          runSync(send)
+        } catch (e) {
+          Deferred.unsafeDone(done, Exit.fail(e))
+        }
+      })
+      t0 = performance.now()
+      yield* send
+      yield* Deferred.await(done).pipe(
+        Effect.timeoutFail({ duration: PHASE_TIMEOUT, onTimeout: () => new Error("subscribe ping-pong timed out") })
+      )
+      const queued = (yield* engine.receiveNotifications).length
+      if (queued !== total) {
+        return yield* Effect.fail(new Error(`subscribe ping-pong: ${queued} notifications queued, ${total} expected`))
+      }
+      return rtts
+    })
+  )
 
 /**
  * `total` ping-pongs of {@link ping} with an engine peer that echoes it: `sendNotification` → the peer's stream → back
@@ -434,12 +493,35 @@ const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: 
     const peer = yield* spawnChild<{ segment: string }>(here("../test/fixtures/engine-peer.ts"), ["{}"])
     const ctx = yield* Layer.build(engineLayer({}))
     const engine = ctx.unsafeMap.get(TransferEngine.TransferEngine.key) as TransferEngine.TransferEngineShape
-    yield* Effect.promise(() => peer.request({ cmd: "echo", target: engine.segmentName }))
-    // Ping-pong through the engine.
     const arrivals = engine.notifications
-    const rtts = yield* pingPong(engine, peer.ready.segment, warmup + rounds)
-    const oneWayUs = (median(rtts.slice(warmup)) / 2) * 1000
-    log(`engine notify one-way ${oneWayUs.toFixed(1)} µs`)
+    // Ping-pongs through the engine with another peer, `notify-echo-peer.ts`: first both sides on the fast consumer
+    // (`subscribe`), then both on the `notifications` stream; the same untimed warm-up rounds before each.
+    const echoPeer = yield* spawnChild<{ segment: string }>(here("notify-echo-peer.ts"))
+    const echoMode = (mode: "subscribe" | "stream") =>
+      Effect.gen(function* () {
+        const r = yield* Effect.promise(() =>
+          echoPeer.request<{ ok?: boolean }>({ cmd: "echo", target: engine.segmentName, mode })
+        )
+        if (r.ok !== true) return yield* Effect.fail(new Error(`echo peer (${mode}): ${JSON.stringify(r)}`))
+      })
+    yield* echoMode("subscribe")
+    const fastRtts = yield* pingPongSubscribe(engine, echoPeer.ready.segment, warmup + rounds)
+    const oneWayUs = (median(fastRtts.slice(warmup)) / 2) * 1000
+    yield* echoMode("stream")
+    const streamRtts = yield* pingPong(engine, echoPeer.ready.segment, warmup + rounds).pipe(
+      Effect.timeoutFail({ duration: PHASE_TIMEOUT, onTimeout: () => new Error("stream ping-pong timed out") })
+    )
+    const oneWayStreamUs = (median(streamRtts.slice(warmup)) / 2) * 1000
+    const echoStats = yield* Effect.promise(() =>
+      echoPeer.request<{ echoed: number; failed: number; lastError?: string }>({ cmd: "stats" })
+    )
+    if (echoStats.echoed !== 2 * (warmup + rounds) || echoStats.failed !== 0) {
+      return yield* Effect.fail(
+        new Error(`echo peer: ${JSON.stringify(echoStats)}, ${2 * (warmup + rounds)} echoes expected, none failed`)
+      )
+    }
+    log(`engine notify one-way ${oneWayUs.toFixed(1)} µs (subscribe), ${oneWayStreamUs.toFixed(1)} µs (stream)`)
+    yield* Effect.promise(() => peer.request({ cmd: "echo", target: engine.segmentName }))
     // Burst: BURST notifications back to back from this engine (each `sendNotification` returns once posted, the
     // notify window of 256 paces them), each carrying its index and timed from its call (a wait for the window
     // included); the peer echoes each; p50 of echo RTT / 2, every time on this process's clock, as the floor's.
@@ -530,7 +612,7 @@ const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: 
     yield* writes(batches)
     const writeMbps = (batches * WRITE_BATCH * 65536) / (1 << 20) / ((performance.now() - w0) / 1000)
     log(`engine WRITE ${writeMbps.toFixed(1)} MB/s`)
-    return { oneWayUs, burstMs, writeMbps }
+    return { oneWayUs, oneWayStreamUs, burstMs, writeMbps }
   })
 
 /** Both engines of `notify_fallback_rtt_us`: no RDMA transport, so notifications go over the control plane's `Notify`. */
@@ -1140,6 +1222,14 @@ export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchRes
       better: "lower",
       floor: floor.oneWayUs,
       ratio: engine.oneWayUs / floor.oneWayUs
+    },
+    {
+      name: "notify_one_way_us_stream",
+      unit: "us",
+      value: engine.oneWayStreamUs,
+      better: "lower",
+      floor: floor.oneWayUs,
+      ratio: engine.oneWayStreamUs / floor.oneWayUs
     },
     {
       name: "burst_2000_p50_ms",
