@@ -13,11 +13,12 @@
  * been reached and to have done its work.
  *
  * Checked throughout: no handler throws (the device counts what it catches), the QP is in RTS or ERR, an ERR has a
- * cause (an error completion or QP_ACCESS_ERR), a QP in ERR drops what comes, every WR completes once and in order,
- * every accepted SEND and WRITE_WITH_IMM lands in its RECV with the right length, bytes and immediate, and no byte of
- * the memory changes except where an accepted WRITE put it or a posted RECV or READ may write (guards around and
- * between every region). Two ways SoftVerbs differs from IB are counted and printed rather than failed (see
- * `ibSequence` and `readFailAheadOfHead`).
+ * cause (an error completion, QP_ACCESS_ERR or QP_REQ_ERR), a QP in ERR drops what comes, every WR completes once and
+ * in order, a request
+ * out of IB's opcode sequence is refused (see `ibSequence`), every accepted SEND and WRITE_WITH_IMM lands in its RECV
+ * with the right length, bytes and immediate, and no byte of the memory changes except where an accepted WRITE put it
+ * or a posted RECV or READ may write (guards around and between every region). One way SoftVerbs differs from IB is
+ * counted and printed rather than failed (see `readFailAheadOfHead`).
  *
  * `TENT_FUZZ_SEED` picks another sequence.
  */
@@ -130,7 +131,8 @@ const RECV_STATUSES = new Set<number>([
   WcStatus.SUCCESS,
   WcStatus.WR_FLUSH_ERR,
   WcStatus.LOC_LEN_ERR,
-  WcStatus.LOC_PROT_ERR
+  WcStatus.LOC_PROT_ERR,
+  WcStatus.REM_INV_REQ_ERR
 ])
 
 describe("SoftVerbs fuzz that reaches the QP (from the connected peer's own address)", () => {
@@ -271,18 +273,16 @@ describe("SoftVerbs fuzz that reaches the QP (from the connected peer's own addr
       const strict = process.env.TENT_FUZZ_STRICT === "1"
       /**
        * The IB opcode sequence of the requests accepted so far: inside a SEND (after SEND FIRST, before LAST) only SEND
-       * middle/last packets are valid, inside a WRITE only WRITE ones. SoftVerbs's responder does not check it (IB NAKs
-       * an out-of-sequence opcode as an invalid request): the fuzz counts what it accepted out of sequence and prints
-       * it. One case corrupts the receive queue: a WRITE_WITH_IMM inside a SEND takes the SEND's open RECV, and the
-       * SEND's next packets go on into the RECV after it, or, with none posted, into a ring slot beyond the tail (a
-       * stale RECV's buffers and wr_id). The fuzz does not send that one (it clears the IMM flag and counts it,
-       * `withheld`) unless `TENT_FUZZ_STRICT=1`.
+       * middle/last packets are valid, inside a WRITE only WRITE ones, outside both only a FIRST (or ONLY) or a READ.
+       * A request at the expected PSN out of that sequence must be refused: NAK Invalid Request, the QP to ERR, the
+       * open RECV (inside a SEND) completed REM_INV_REQ_ERR. Counted (`outOfSequence`) and printed.
        */
       let ibSequence: "none" | "send" | "write" = "none"
       /** A SEND's FIRST packet was accepted and its LAST not yet (the responder has a RECV open). */
       let sendOpen = false
       let outOfSequence = 0
-      let withheld = 0
+      /** The open RECV that an out-of-sequence request must complete REM_INV_REQ_ERR (its index in `recvPosted`). */
+      let invalidatedRecv = -1
       let roundErrors: Array<string> = []
       const problems: Array<string> = []
       const statuses = new Map<string, number>()
@@ -371,6 +371,11 @@ describe("SoftVerbs fuzz that reaches the QP (from the connected peer's own addr
               continue
             }
             if (!RECV_STATUSES.has(w.status)) problems.push(`recv status ${wcStatusName(w.status)}`)
+            if ((w.status === WcStatus.REM_INV_REQ_ERR) !== (recvDone - 1 === invalidatedRecv)) {
+              problems.push(
+                `RECV ${w.wrId} completed ${wcStatusName(w.status)}; the open one refused: ${invalidatedRecv}`
+              )
+            }
             if (w.status !== WcStatus.SUCCESS) {
               if (w.status !== WcStatus.WR_FLUSH_ERR) roundErrors.push(wcStatusName(w.status))
               continue
@@ -465,19 +470,26 @@ describe("SoftVerbs fuzz that reaches the QP (from the connected peer's own addr
           }
           const handler = d.op === Op.SEND ? "receiveSend" : d.op === Op.WRITE ? "receiveWrite" : "executeRead"
           const accepted = s1.ePsn > s0.ePsn
-          if (accepted) {
-            const first = (d.flags & Flag.FIRST) !== 0
-            const inSequence =
-              d.op === Op.SEND
+          const first = (d.flags & Flag.FIRST) !== 0
+          const inSequence =
+            d.op === Op.SEND
+              ? first
+                ? ibSequence === "none"
+                : ibSequence === "send"
+              : d.op === Op.WRITE
                 ? first
                   ? ibSequence === "none"
-                  : ibSequence === "send"
-                : d.op === Op.WRITE
-                  ? first
-                    ? ibSequence === "none"
-                    : ibSequence === "write"
-                  : ibSequence === "none"
-            if (!inSequence) outOfSequence++
+                  : ibSequence === "write"
+                : ibSequence === "none"
+          if (!inSequence) {
+            outOfSequence++
+            if (accepted || !toErr || delta("protocolErrors") === 0) {
+              problems.push(`a ${handler} request out of IB's opcode sequence (in ${ibSequence}) was not refused`)
+            }
+            if (sendOpen) invalidatedRecv = recvDone
+            return count(handler, "out of opcode sequence: invalid-request NAK, QP to ERR")
+          }
+          if (accepted) {
             if (d.op === Op.SEND) sendOpen = (d.flags & Flag.LAST) === 0
             ibSequence =
               (d.flags & Flag.LAST) !== 0 || d.op === Op.READ_REQ ? "none" : d.op === Op.SEND ? "send" : "write"
@@ -823,6 +835,7 @@ describe("SoftVerbs fuzz that reaches the QP (from the connected peer's own addr
         sendDone = 0
         recvPosted = []
         recvDone = 0
+        invalidatedRecv = -1
         expected = []
         accum = []
         ibSequence = "none"
@@ -834,18 +847,6 @@ describe("SoftVerbs fuzz that reaches the QP (from the connected peer's own addr
           for (const make of nextDatagrams()) {
             const d0 = make()
             const d = rnd.chance(0.25) ? mutate(d0) : d0
-            const immLast = Flag.IMM | Flag.LAST
-            if (
-              !strict &&
-              sendOpen &&
-              d.length >= HDR &&
-              d[Off.op] === Op.WRITE &&
-              ((d[Off.flags] as number) & immLast) === immLast
-            ) {
-              // See `ibSequence`.
-              d[Off.flags] = (d[Off.flags] as number) & ~Flag.IMM
-              withheld++
-            }
             const s0 = snap()
             yield* deliver(d)
             const s1 = snap()
@@ -874,7 +875,10 @@ describe("SoftVerbs fuzz that reaches the QP (from the connected peer's own addr
         tally(endStates, state === QpState.ERR ? "ERR" : state === QpState.RTS ? "RTS" : `state ${state}`)
         const accessEvent = events
           .slice(eventsAtStart)
-          .some((e) => e.eventType === EventType.QP_ACCESS_ERR && e.qpNum === qp.qpNum)
+          .some(
+            (e) =>
+              (e.eventType === EventType.QP_ACCESS_ERR || e.eventType === EventType.QP_REQ_ERR) && e.qpNum === qp.qpNum
+          )
         if (state === QpState.ERR) {
           if (sendDone !== sendPosted.length || recvDone !== recvPosted.length) {
             problems.push(
@@ -882,7 +886,7 @@ describe("SoftVerbs fuzz that reaches the QP (from the connected peer's own addr
             )
           }
           if (roundErrors.length === 0 && !accessEvent)
-            problems.push(`round ${rounds}: ERR without an error completion or QP_ACCESS_ERR`)
+            problems.push(`round ${rounds}: ERR without an error completion, QP_ACCESS_ERR or QP_REQ_ERR`)
         } else if (state === QpState.RTS) {
           if (roundErrors.length > 0) problems.push(`round ${rounds}: error completions ${roundErrors} but QP in RTS`)
         } else {
@@ -916,8 +920,7 @@ describe("SoftVerbs fuzz that reaches the QP (from the connected peer's own addr
           "rounds ended in:",
           table(endStates),
           `RECVs verified byte for byte: ${verifiedRecvs}; accepted WRITE packets applied to the shadow: ${writesApplied}`,
-          `WRITE_WITH_IMMs inside an open SEND sent without their IMM flag (TENT_FUZZ_STRICT=1 sends them): ${withheld}`,
-          `requests accepted out of IB's opcode sequence (SoftVerbs does not check it; IB NAKs them): ${outOfSequence}`,
+          `requests refused out of IB's opcode sequence (invalid-request NAK, QP to ERR): ${outOfSequence}`,
           `READs failed ahead of an older WR, which then never completed (not IB; TENT_FUZZ_STRICT=1 fails on it): ${readFailAheadOfHead}`,
           `from the QP to the peer: ${JSON.stringify(fromQp)}; device counters: ${JSON.stringify(c)}`
         ].join("\n")
@@ -942,7 +945,9 @@ describe("SoftVerbs fuzz that reaches the QP (from the connected peer's own addr
         "receiveSend: accepted",
         "receiveSend: RNR NAK",
         "receiveSend: QP to ERR (local length/protection)",
+        "receiveSend: out of opcode sequence: invalid-request NAK, QP to ERR",
         "receiveWrite: accepted",
+        "receiveWrite: out of opcode sequence: invalid-request NAK, QP to ERR",
         "receiveWrite: access NAK, QP to ERR",
         "executeRead: accepted",
         "executeRead: access NAK, QP to ERR",

@@ -144,8 +144,11 @@ export class SoftQp implements QueuePair {
   rxSinceAck = 0
   /** A request was accepted during the current event-loop turn (more may follow: the ACK can wait a turn). */
   rxThisTurn = false
+  /** A SEND message is open (its FIRST accepted, its LAST not yet): only its MIDDLE or LAST may come next. */
   recvActive = false
   recvOffset = 0
+  /** An RDMA WRITE message is open: only its MIDDLE or LAST may come next. */
+  writeActive = false
 
   // Timers.
   retryTimer: ReturnType<typeof setTimeout> | undefined

@@ -189,6 +189,7 @@ const moveTo = (qp: SoftQp, cur: QpState, next: QpState): void => {
     qp.ePsn = qp.rqPsn
     qp.nakSeqSent = false
     qp.recvActive = false
+    qp.writeActive = false
   }
   if (cur === QpState.RTR && next === QpState.RTS) {
     qp.maxWindow = qp.device.windowFor(qp.mtu)
@@ -223,6 +224,7 @@ export const reset = (qp: SoftQp): void => {
   qp.rqHead = qp.rqTail = 0
   qp.readsOutstanding = 0
   qp.recvActive = false
+  qp.writeActive = false
   qp.ackPending = false
   qp.retries = 0
   qp.rnrRetries = 0

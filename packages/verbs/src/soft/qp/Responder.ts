@@ -3,7 +3,10 @@
  *
  * In-order delivery exactly once. A duplicate (a retransmit after a lost ACK) is re-acknowledged and not delivered
  * again (a duplicate READ is re-executed, as IB does); a packet past the expected PSN gets one sequence NAK. A SEND (or
- * a WRITE_WITH_IMM) with no RECV posted gets an RNR NAK. RDMA WRITE and READ are checked against the target MR's
+ * a WRITE_WITH_IMM) with no RECV posted gets an RNR NAK. Requests follow IB's opcode sequence (IBA 9.8.3, rxe's
+ * `check_op_seq`): inside a SEND or WRITE message only its MIDDLE or LAST may come, outside one only a FIRST, ONLY or
+ * READ; anything else is NAKed Invalid Request and the responder QP goes to ERR (the open RECV, if any, completes
+ * `REM_INV_REQ_ERR`) with `IBV_EVENT_QP_REQ_ERR`; the requester's WR completes `REM_INV_REQ_ERR`. RDMA WRITE and READ are checked against the target MR's
  * rkey, bounds and access flags; a violation NAKs, leaves memory untouched and moves the responder QP to ERR with
  * `IBV_EVENT_QP_ACCESS_ERR`.
  */
@@ -83,6 +86,15 @@ export const onRequest = (qp: SoftQp, msg: Buffer, op: number, flags: number): v
     }
     return
   }
+  const inSequence = qp.recvActive
+    ? op === Op.SEND && (flags & Flag.FIRST) === 0
+    : qp.writeActive
+      ? op === Op.WRITE && (flags & Flag.FIRST) === 0
+      : op === Op.READ_REQ || (flags & Flag.FIRST) !== 0
+  if (!inSequence) {
+    invalidRequest(qp)
+    return
+  }
   const plen = msg.readUInt16LE(Off.payloadLen)
   if (op === Op.SEND) {
     if (!receiveSend(qp, msg, flags, plen)) return
@@ -111,10 +123,6 @@ const receiveSend = (qp: SoftQp, msg: Buffer, flags: number, plen: number): bool
     }
     qp.recvActive = true
     qp.recvOffset = 0
-  } else if (!qp.recvActive) {
-    qp.device.counters.protocolErrors++
-    sendNak(qp, Nak.INVALID, qp.ePsn, 0)
-    return false
   }
   const s = qp.rqHead % qp.rqCap
   if (plen > 0) {
@@ -155,6 +163,25 @@ const receiveSend = (qp: SoftQp, msg: Buffer, flags: number, plen: number): bool
     qp.recvActive = false
   }
   return true
+}
+
+/**
+ * A request out of IB's opcode sequence (a new message inside an open one, or a MIDDLE/LAST outside one): NAK Invalid
+ * Request; the open RECV completes `REM_INV_REQ_ERR` (as rxe's `do_class_ac_error`), the QP goes to ERR and the
+ * device raises `IBV_EVENT_QP_REQ_ERR` (IBA 11.6.3.1, "Invalid Request Local Work Queue Error").
+ */
+const invalidRequest = (qp: SoftQp): void => {
+  qp.device.counters.protocolErrors++
+  if (qp.recvActive) {
+    const s = qp.rqHead % qp.rqCap
+    qp.recvCq.push(qp.rqWrId[s] as number, WcStatus.REM_INV_REQ_ERR, WcOpcode.RECV, 0, 0, qp.qpNum, qp.destQpNum, 0)
+    qp.rqHead++
+    qp.recvActive = false
+  }
+  qp.writeActive = false
+  sendNak(qp, Nak.INVALID, qp.ePsn, 0)
+  qp.enterError()
+  qp.device.raise({ eventType: EventType.QP_REQ_ERR, qpNum: qp.qpNum, detail: "request out of the opcode sequence" })
 }
 
 /** Checks a remote access of `[raddr, raddr + len)` with `rkey` needing `need`; the MR, or undefined. */
@@ -198,6 +225,7 @@ const receiveWrite = (qp: SoftQp, msg: Buffer, flags: number, plen: number): boo
     sendNak(qp, Nak.RNR, qp.ePsn, qp.minRnrTimer)
     return false
   }
+  qp.writeActive = (flags & Flag.LAST) === 0
   if (mr !== undefined && plen > 0) {
     msg.copy(mr.buffer, raddr - mr.addr + msg.readUInt32LE(Off.offset), HDR, HDR + plen)
   }
