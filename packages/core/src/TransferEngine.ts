@@ -204,15 +204,17 @@ export const make = Effect.gen(function* () {
   const installed: ReadonlyArray<QueueKind> = senders.transports.map((s) => s.kind as QueueKind)
   const drainOrder = routing.drainOrder(installed)
 
+  // `attempt` is sender i's send (built here unless given), and on a failure the routing's fallback moves on to i + 1.
   const sendVia = (
     order: ReadonlyArray<NotifySender>,
     i: number,
     name: string,
-    n: Notification
+    n: Notification,
+    given?: Effect.Effect<void, SendNotificationError>
   ): Effect.Effect<void, SendNotificationError> => {
     const s = order[i]
     if (s === undefined) return Effect.fail(new NotificationNotSupported({ message: "Notification not supported" }))
-    const attempt = s.send(name, n) as Effect.Effect<void, SendNotificationError>
+    const attempt = given ?? (s.send(name, n) as Effect.Effect<void, SendNotificationError>)
     return i + 1 === order.length
       ? attempt
       : Effect.catchIf(
@@ -221,12 +223,32 @@ export const make = Effect.gen(function* () {
           () => sendVia(order, i + 1, name, n)
         )
   }
-  // A segment given by name goes straight to its route (for RDMA: one `Effect.suspend` posting to the endpoint last
-  // used, when it is still READY); a handle is resolved first.
+  // A segment given by name: one `Effect.suspend` under every routing while the route starts with the RDMA
+  // transport's own send and its endpoint used last is READY: `tryPost` posts there at once (what that send does
+  // first). Otherwise the route, as built by `sendVia`, its RDMA attempt being what that send does after its
+  // `tryPost`: the too-large failure (a stamp was drawn: the post is not made again), or its full path (nothing was
+  // sent). Every other route is `sendVia`'s. A handle is resolved first.
+  const rdmaSend = rdma?.sendNotification
+  const sendByName = (name: string, n: Notification): Effect.Effect<void, SendNotificationError> =>
+    Effect.suspend(() => {
+      const order = routing.route(n, senders)
+      if (rdma !== undefined && order[0]?.send === rdmaSend) {
+        const rc = rdma.tryPost(name, n)
+        if (rc === 0) return Effect.void
+        return sendVia(
+          order,
+          0,
+          name,
+          n,
+          rc === RdmaTransport.TOO_LARGE ? Effect.fail(rdma.tooLarge(n)) : rdma.sendFull(name, n)
+        )
+      }
+      return sendVia(order, 0, name, n)
+    })
   const sendNotification = (segment: SegmentHandle | string, n: Notification) =>
     typeof segment === "string"
-      ? sendVia(routing.route(n, senders), 0, segment, n)
-      : Effect.flatMap(segmentOf(segment), (name) => sendVia(routing.route(n, senders), 0, name, n))
+      ? sendByName(segment, n)
+      : Effect.flatMap(segmentOf(segment), (name) => sendByName(name, n))
 
   const drain = (): Array<Notification> => delivery.drain(drainOrder)
 

@@ -54,6 +54,22 @@ export interface RdmaTransportShape {
   readonly pauseDataPollers: (paused: boolean) => void
   /** TENT `RdmaTransport::sendNotification`: first enabled device → the peer's NIC 0. */
   readonly sendNotification: (segment: string, n: Notification) => Effect.Effect<void, RdmaNotifyError>
+  /**
+   * `sendNotification`'s fast path, synchronous: posts `n` on the endpoint `segment`'s notifications went to last when
+   * it is still READY, connected and on the first enabled device, and returns 0; {@link TOO_LARGE} when the post found
+   * `n` larger than a slot (`sendNotification` fails with {@link tooLarge}: the same stamp was drawn); {@link FULL_PATH}
+   * when nothing was sent (no such endpoint, no free slot, a post the QP refused: as before, the full path posts
+   * again), and `sendNotification` takes its full path.
+   * `sendNotification(segment, n)` is exactly: this, then `Effect.void`, that failure or {@link sendFull}.
+   */
+  readonly tryPost: (segment: string, n: Notification) => number
+  /** The error of a notification larger than a notify slot (what `sendNotification` fails with on {@link TOO_LARGE}). */
+  readonly tooLarge: (n: Notification) => NotificationTooLarge
+  /**
+   * `sendNotification`'s full path (what it runs on {@link FULL_PATH}): the descriptor from the cache, the endpoint
+   * from the store (bootstrapped if needed), a wait for a free slot, the post.
+   */
+  readonly sendFull: (segment: string, n: Notification) => Effect.Effect<void, RdmaNotifyError>
   /** Posts `n` on the endpoint from `device` to the peer's `peerNic` (the resend's walk over NIC pairs). */
   readonly sendVia: (
     device: RdmaDevice,
@@ -80,6 +96,12 @@ export interface RdmaTransportShape {
   /** Installs the slice engine's completion handler and its slice canceller. */
   readonly setDataPath: (sink: DataCompletionSink, cancel: (ep: RdmaEndpoint) => void) => void
 }
+
+/** {@link RdmaTransportShape.tryPost}'s result when `n` does not fit a slot (as `postNotification`'s). */
+export { TOO_LARGE }
+
+/** {@link RdmaTransportShape.tryPost}'s result when nothing was sent: take `sendNotification`'s full path. */
+export const FULL_PATH = NO_SLOT
 
 /** The RDMA transport service (`undefined`: not installed). */
 export class RdmaTransport extends Context.Tag("@tent/core/internal/RdmaTransport")<
@@ -268,19 +290,24 @@ export const make = Effect.gen(function* () {
       yield* Effect.zipRight(ep.notify.awaitSlot, post(ep, n))
     }) as Effect.Effect<void, RdmaNotifyError>
 
+  const tryPost = (segment: string, n: Notification): number => {
+    const ep = lastEndpoint.get(segment)
+    if (ep === undefined || ep.status !== "READY" || !ep.connected || ep.device !== devices.find((d) => d.enabled)) {
+      return FULL_PATH
+    }
+    const rc = ep.notify.postNotification(n)
+    if (rc === 0) {
+      counters.sent++
+      void (ep.device as RdmaDevice).store.get(ep.peerNicPath) // a use, for SIEVE (as the full path's lookup)
+      return 0
+    }
+    return rc === TOO_LARGE ? TOO_LARGE : FULL_PATH
+  }
+
   const sendNotification = (segment: string, n: Notification): Effect.Effect<void, RdmaNotifyError> =>
     Effect.suspend(() => {
-      const ep = lastEndpoint.get(segment)
-      if (ep !== undefined && ep.status === "READY" && ep.connected && ep.device === devices.find((d) => d.enabled)) {
-        const rc = ep.notify.postNotification(n)
-        if (rc === 0) {
-          counters.sent++
-          void (ep.device as RdmaDevice).store.get(ep.peerNicPath) // a use, for SIEVE (as the full path's lookup)
-          return Effect.void
-        }
-        if (rc === TOO_LARGE) return Effect.fail(tooLarge(n))
-      }
-      return sendNotificationFull(segment, n)
+      const rc = tryPost(segment, n)
+      return rc === 0 ? Effect.void : rc === TOO_LARGE ? Effect.fail(tooLarge(n)) : sendNotificationFull(segment, n)
     })
 
   return {
@@ -292,6 +319,9 @@ export const make = Effect.gen(function* () {
       for (const pause of dataPollers) pause(paused)
     },
     sendNotification,
+    tryPost,
+    tooLarge,
+    sendFull: sendNotificationFull,
     sendVia,
     onBootstrap,
     getEndpoint,
