@@ -279,24 +279,28 @@ export const onReadResp = (qp: SoftQp, msg: Buffer, wirePsn: number, plen: numbe
     const first = qp.wqFirstPsn[s] as number
     const npkts = qp.wqNpkts[s] as number
     if (psn < first) return
-    if (psn >= first + npkts) continue
-    if (qp.wqOpcode[s] !== WrOpcode.RDMA_READ) {
+    const isRead = qp.wqOpcode[s] === WrOpcode.RDMA_READ
+    const got = qp.wqReadGot[s] as number
+    if (psn >= first + npkts) {
+      // Responses come in order: one past an older READ whose responses are missing says they were lost.
+      if (isRead && got !== npkts) {
+        reRequestRead(qp, s, got, first)
+        return
+      }
+      continue
+    }
+    if (!isRead) {
       qp.device.counters.protocolErrors++
       return
     }
-    const got = qp.wqReadGot[s] as number
     if (psn !== first + got) {
-      if (psn > first + got && qp.readGapPsn !== first + got) {
-        // A gap: responses come in order, so the one at `first + got` was lost. Ask again from it now (as a sequence
-        // NAK would make the requester do) instead of waiting for the timer: once per request sent for that PSN.
-        qp.readGapPsn = first + got
-        qp.device.counters.readRerequests++
-        transmitPacket(qp, s, got, first + got)
-      } else {
-        qp.device.counters.duplicates++
-      }
+      if (psn > first + got) reRequestRead(qp, s, got, first)
+      else qp.device.counters.duplicates++
       return
     }
+    // A READ response implicitly acknowledges every older request (IBA 9.7.5.1.3): those complete first, so a
+    // response that cannot be scattered fails the READ at the head, after them.
+    advance(qp, first - 1)
     const base = s * qp.maxSge // READ response bytes go to WQE `s`'s local SGEs (which need LOCAL_WRITE)
     if (
       plen > 0 &&
@@ -306,7 +310,7 @@ export const onReadResp = (qp: SoftQp, msg: Buffer, wirePsn: number, plen: numbe
       return
     }
     qp.wqReadGot[s] = got + 1
-    advance(qp, got + 1 === npkts ? first + npkts - 1 : first - 1)
+    if (got + 1 === npkts) advance(qp, first + npkts - 1)
     // Forward progress: a response in sequence resets the retry count, as an ACK does (IB).
     qp.retries = 0
     qp.lastProgress = now()
@@ -314,6 +318,20 @@ export const onReadResp = (qp: SoftQp, msg: Buffer, wirePsn: number, plen: numbe
     pump(qp)
     return
   }
+}
+
+/**
+ * A gap in READ `s`'s responses: the one at `first + got` was lost. Ask again from it now (as a sequence NAK would
+ * make the requester do) instead of waiting for the timer: once per request sent for that PSN.
+ */
+const reRequestRead = (qp: SoftQp, s: number, got: number, first: number): void => {
+  if (qp.readGapPsn === first + got) {
+    qp.device.counters.duplicates++
+    return
+  }
+  qp.readGapPsn = first + got
+  qp.device.counters.readRerequests++
+  transmitPacket(qp, s, got, first + got)
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -399,11 +417,27 @@ export const stopTimers = (qp: SoftQp): void => {
 // Errors
 // ---------------------------------------------------------------------------------------------------------------------
 
-/** Completes WQE `s` with `status` and moves the QP to ERR (flushing the rest). */
+/**
+ * Completes WQE `s` with `status` and moves the QP to ERR. Completions stay in order, each WR once: the WRs older than
+ * `s` (still unacknowledged) complete WR_FLUSH_ERR before it, the younger ones in the flush after it.
+ */
 const fail = (qp: SoftQp, s: number, status: number): void => {
-  const op = qp.wqOpcode[s] as number
-  qp.sendCq.push(qp.wqWrId[s] as number, status, wcOpcodeOf(op), 0, 0, qp.qpNum, 0, 0)
-  if (op === WrOpcode.RDMA_READ) qp.readsOutstanding--
-  qp.head++
+  for (let guard = qp.tail - qp.head; guard > 0; guard--) {
+    const h = qp.head % qp.sqCap
+    const op = qp.wqOpcode[h] as number
+    qp.sendCq.push(
+      qp.wqWrId[h] as number,
+      h === s ? status : WcStatus.WR_FLUSH_ERR,
+      wcOpcodeOf(op),
+      0,
+      0,
+      qp.qpNum,
+      0,
+      0
+    )
+    if (op === WrOpcode.RDMA_READ) qp.readsOutstanding--
+    qp.head++
+    if (h === s) break
+  }
   qp.enterError()
 }
