@@ -161,6 +161,9 @@ describe("SoftVerbs between two processes (rules 2, 3, 9)", () => {
       )
       // The peer retried after the RNR NAKs (a retry precedes each delivery, so it has counted them by now).
       expect((yield* stats()).counters.rnrRetries).toBeGreaterThan(0)
+      // And every one of the peer's SENDs completes SUCCESS: no WR already acknowledged is failed by a later retry.
+      const done = yield* statsWhen(stats, (s) => s.sendsDone + s.sendErrors >= 20, 10_000)
+      expect(done).toMatchObject({ sendsDone: 20, sendErrors: 0 })
     })
   )
 })

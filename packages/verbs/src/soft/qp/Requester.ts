@@ -158,22 +158,39 @@ const rewind = (qp: SoftQp, psn: number): void => {
 // Acknowledgements and completions
 // ---------------------------------------------------------------------------------------------------------------------
 
-/** Raises the cumulative ACK to `ack` (never past a READ whose responses are missing); true on progress. */
+/**
+ * Raises the cumulative ACK to `ack`, never past a READ whose responses are missing (a READ completes only with its
+ * data); true on progress or when it went back. An ACK that covers such a READ's PSNs says the responder executed it
+ * and its responses were lost: the requester goes back to the READ's first missing response (rxe's
+ * `COMPST_ERROR_RETRY`), once per PSN until the next timeout. The scan runs to the tail: after a go-back the READ may
+ * lie beyond `txIdx`, not yet asked for again.
+ */
 const advance = (qp: SoftQp, ack: number): boolean => {
   let limit = ack
+  let wentBack = false
   if (qp.readsOutstanding > 0) {
-    for (let i = qp.head; i < qp.txIdx || (i === qp.txIdx && qp.txPkt > 0); i++) {
+    for (let i = qp.head; i < qp.tail; i++) {
       const s = i % qp.sqCap
       const first = qp.wqFirstPsn[s] as number
       if (first > limit) break
-      if (qp.wqOpcode[s] === WrOpcode.RDMA_READ && qp.wqReadGot[s] !== qp.wqNpkts[s]) {
-        limit = Math.min(limit, first - 1)
+      const got = qp.wqReadGot[s] as number
+      if (qp.wqOpcode[s] === WrOpcode.RDMA_READ && got !== qp.wqNpkts[s]) {
+        limit = first - 1
+        const requested = i < qp.txIdx || (i === qp.txIdx && qp.txPkt > 0)
+        if (requested && qp.readGapPsn !== first + got) {
+          qp.readGapPsn = first + got
+          qp.device.counters.readRerequests++
+          rewind(qp, first + got)
+          wentBack = true
+        }
         break
       }
     }
   }
-  if (limit <= qp.acked) return false
+  if (limit <= qp.acked) return wentBack
   qp.acked = limit
+  // After a go-back-N the ACK may cover packets not yet resent: they arrived, so transmission resumes after them.
+  if (qp.txIdx < qp.tail && (qp.wqFirstPsn[qp.txIdx % qp.sqCap] as number) + qp.txPkt <= limit) rewind(qp, limit + 1)
   if (qp.cwnd < qp.maxWindow) qp.cwnd = Math.min(qp.maxWindow, qp.cwnd * 2)
   qp.retries = 0
   qp.rnrRetries = 0
@@ -184,7 +201,7 @@ const advance = (qp: SoftQp, ack: number): boolean => {
 
 /** Completes, in order, every WQE at the head that is fully acknowledged (or, for a READ, fully read). */
 export const completeFromHead = (qp: SoftQp): void => {
-  while (qp.head < qp.txIdx) {
+  while (qp.head < qp.tail) {
     const s = qp.head % qp.sqCap
     const op = qp.wqOpcode[s] as number
     if (op === WrOpcode.RDMA_READ) {
@@ -201,6 +218,11 @@ export const completeFromHead = (qp: SoftQp): void => {
       qp.sendCq.push(qp.wqWrId[s] as number, WcStatus.SUCCESS, wcOpcodeOf(op), byteLen, 0, qp.qpNum, 0, 0)
     }
     qp.head++
+  }
+  // A READ completed by its last response may not have been passed by the transmitter yet (after a go-back).
+  if (qp.txIdx < qp.head) {
+    qp.txIdx = qp.head
+    qp.txPkt = 0
   }
   if (qp.state === QpState.SQD && qp.head >= qp.sqdLimit && qp.enSqdAsyncNotify !== 0) {
     qp.enSqdAsyncNotify = 0
