@@ -12,7 +12,8 @@
  *   process); both after the same number of untimed warm-up rounds. The peer is `notify-echo-peer.ts`.
  * - `notify_one_way_us_stream`: the same ping-pong with the `notifications` stream as the consumer on both sides (each
  *   send made from the stream's consumer of the previous arrival), against the same peer switched to its stream echo;
- *   the same floor and the same warm-up rounds.
+ *   the same floor and the same warm-up rounds. After both warm-ups, the timed rounds of the two run in blocks of half
+ *   of them each (subscribe, stream, stream, subscribe).
  * - `burst_2000_p50_ms`: 2000 notifications of {@link ping}'s size sent back to back through `sendNotification`
  *   (which the notify window paces: 256 in flight), each carrying its index and timed from its call, echoed by the
  *   peer; p50 of echo RTT / 2 on this process's clock (floor: 2000 raw SENDs of the ping's 68 encoded bytes, at most
@@ -504,14 +505,25 @@ const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: 
         )
         if (r.ok !== true) return yield* Effect.fail(new Error(`echo peer (${mode}): ${JSON.stringify(r)}`))
       })
-    yield* echoMode("subscribe")
-    const fastRtts = yield* pingPongSubscribe(engine, echoPeer.ready.segment, warmup + rounds)
-    const oneWayUs = (median(fastRtts.slice(warmup)) / 2) * 1000
-    yield* echoMode("stream")
-    const streamRtts = yield* pingPong(engine, echoPeer.ready.segment, warmup + rounds).pipe(
-      Effect.timeoutFail({ duration: PHASE_TIMEOUT, onTimeout: () => new Error("stream ping-pong timed out") })
-    )
-    const oneWayStreamUs = (median(streamRtts.slice(warmup)) / 2) * 1000
+    // Each consumer's untimed warm-up, then the timed rounds in blocks (subscribe, stream, stream, subscribe), half the
+    // rounds each, so neither consumer always meets the warmer (or the more loaded) machine.
+    const pingPongWith = (mode: "subscribe" | "stream", total: number) =>
+      Effect.zipRight(
+        echoMode(mode),
+        mode === "subscribe"
+          ? pingPongSubscribe(engine, echoPeer.ready.segment, total)
+          : pingPong(engine, echoPeer.ready.segment, total).pipe(
+              Effect.timeoutFail({ duration: PHASE_TIMEOUT, onTimeout: () => new Error("stream ping-pong timed out") })
+            )
+      )
+    yield* pingPongWith("subscribe", warmup)
+    yield* pingPongWith("stream", warmup)
+    const timed = { subscribe: [] as Array<number>, stream: [] as Array<number> }
+    for (const mode of ["subscribe", "stream", "stream", "subscribe"] as const) {
+      timed[mode].push(...(yield* pingPongWith(mode, rounds / 2)))
+    }
+    const oneWayUs = (median(timed.subscribe) / 2) * 1000
+    const oneWayStreamUs = (median(timed.stream) / 2) * 1000
     const echoStats = yield* Effect.promise(() =>
       echoPeer.request<{ echoed: number; failed: number; lastError?: string }>({ cmd: "stats" })
     )
