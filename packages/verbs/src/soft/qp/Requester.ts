@@ -246,11 +246,15 @@ export const onNak = (qp: SoftQp, syndrome: number, wirePsn: number, rnrTimer: n
   if (qp.state !== QpState.RTS && qp.state !== QpState.SQD) return
   const psn = unwrapPsn(wirePsn, qp.acked + 1)
   if (psn <= qp.acked || psn >= qp.psnNext) return // stale or bogus
+  // The NAK acknowledges everything before `psn`, except a READ whose responses are missing: `acked` stops before it
+  // and `advance` goes back to that READ (once per missing PSN until the next timeout, as for an ACK); going back
+  // starts there then, not at `psn`, so the READ is asked for again.
+  const gapBefore = qp.readGapPsn
   advance(qp, psn - 1)
-  if (psn <= qp.acked) return // a READ before it is still incomplete: the timer will sort it out
+  const from = qp.readGapPsn !== gapBefore ? qp.acked + 1 : psn
   switch (syndrome) {
     case Nak.SEQ:
-      rewind(qp, psn)
+      rewind(qp, from)
       pump(qp)
       return
     case Nak.RNR: {
@@ -260,7 +264,7 @@ export const onNak = (qp: SoftQp, syndrome: number, wirePsn: number, rnrTimer: n
         return
       }
       qp.device.counters.rnrRetries++
-      rewind(qp, psn)
+      rewind(qp, from)
       qp.rnrWaiting = true
       qp.lastProgress = now()
       const delay = RNR_TIMER_MS[rnrTimer & 31] as number
