@@ -71,7 +71,7 @@ const serve = (): Promise<{ readonly address: string; readonly stop: () => void 
   new Promise((resolve, reject) => {
     const p: ChildProcess = spawn(process.execPath, [bin, "serve", "--soft-devices", "benchsoft0"], {
       stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, NO_COLOR: "1", MC_RPC_SERVER_HOSTNAME: "127.0.0.1" }
+      env: { ...process.env, NO_COLOR: "1" }
     })
     let err = ""
     const stop = () => {

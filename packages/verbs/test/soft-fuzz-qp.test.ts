@@ -21,7 +21,6 @@
  *
  * `TENT_FUZZ_SEED` picks another sequence.
  */
-import * as dgram from "node:dgram"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import {
@@ -46,6 +45,7 @@ import {
 import { softGid } from "../src/soft/Address.js"
 import { Flag, HDR, Off, Op, unwrapPsn, writeHeader } from "../src/soft/Packet.js"
 import type { SoftQp } from "../src/soft/SoftQp.js"
+import { udpSocket } from "./support.js"
 
 const MTU = 256
 /** The QPN the fuzzer claims as the peer's. */
@@ -217,16 +217,7 @@ describe("SoftVerbs fuzz that reaches the QP (from the connected peer's own addr
       }
 
       // ---- The peer: a raw UDP socket the QP is connected to. --------------------------------------------------
-      const sock = yield* Effect.acquireRelease(
-        Effect.promise(
-          () =>
-            new Promise<dgram.Socket>((resolve) => {
-              const s = dgram.createSocket("udp4")
-              s.bind(0, "127.0.0.1", () => resolve(s))
-            })
-        ),
-        (s) => Effect.promise(() => new Promise<void>((r) => s.close(() => r())))
-      )
+      const sock = yield* udpSocket
       const peerGid = softGid("127.0.0.1", sock.address().port)
       const fromQp = { requests: 0, acks: 0, naks: 0, readResponses: 0 }
       let reads = new Map<number, SeenRead>()

@@ -1,21 +1,11 @@
-import * as dgram from "node:dgram"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { WcStatus } from "../src/index.js"
 import { Flag, HDR, Op, writeHeader } from "../src/soft/Packet.js"
-import { makePair, pollN, recvWr, sendWr, waitFor } from "./support.js"
+import { makePair, pollN, recvWr, sendWr, udpSocket, waitFor } from "./support.js"
 
 /** A plain UDP socket on 127.0.0.1 that throws datagrams at a device. */
-const attacker = Effect.acquireRelease(
-  Effect.promise(
-    () =>
-      new Promise<dgram.Socket>((resolve) => {
-        const s = dgram.createSocket("udp4")
-        s.bind(0, "127.0.0.1", () => resolve(s))
-      })
-  ),
-  (s) => Effect.promise(() => new Promise<void>((r) => s.close(() => r())))
-)
+const attacker = udpSocket
 
 const packet = (op: number, flags: number, dstQpn: number, srcQpn: number, psn: number, payload = 0): Buffer => {
   const b = Buffer.alloc(HDR + payload)

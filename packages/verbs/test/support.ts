@@ -1,6 +1,7 @@
 /**
  * Test support: a connected pair of SoftVerbs RC QPs on two devices of this process, and helpers to poll.
  */
+import * as dgram from "node:dgram"
 import { Effect, type Scope, Stream } from "effect"
 import {
   AccessFlags,
@@ -174,3 +175,15 @@ export const waitFor = (check: () => boolean, timeoutMs = 5000) =>
     while (!check() && Date.now() < deadline) yield* sleep(5)
     return check()
   })
+
+/** A plain UDP socket bound on 127.0.0.1 (a port of its own), closed when the scope closes. */
+export const udpSocket: Effect.Effect<dgram.Socket, never, Scope.Scope> = Effect.acquireRelease(
+  Effect.promise(
+    () =>
+      new Promise<dgram.Socket>((resolve) => {
+        const s = dgram.createSocket("udp4")
+        s.bind(0, "127.0.0.1", () => resolve(s))
+      })
+  ),
+  (s) => Effect.promise(() => new Promise<void>((r) => s.close(() => r())))
+)
