@@ -5,104 +5,12 @@
  * lost, and the older READ is asked for again (nothing is scattered ahead of it). The responder is a raw UDP socket, so
  * the test sends exactly the responses it means.
  */
-import * as dgram from "node:dgram"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import {
-  AccessFlags,
-  Mtu,
-  QpState,
-  QpType,
-  Rc,
-  SendFlags,
-  SoftVerbs,
-  WcOpcode,
-  WcStatus,
-  WrOpcode
-} from "../src/index.js"
-import { softGid } from "../src/soft/Address.js"
-import { Flag, HDR, Off, Op, writeHeader } from "../src/soft/Packet.js"
+import { QpState, WcOpcode, WcStatus } from "../src/index.js"
+import { Op } from "../src/soft/Packet.js"
+import { rawResponder } from "./fixtures/raw-responder.js"
 import { drain, waitFor } from "./support.js"
-
-const PEER_QPN = 0x4243
-
-/**
- * A SoftVerbs requester QP connected to a raw UDP socket on 127.0.0.1 that plays the responder: it records every
- * request the QP sends and answers only with what the test sends.
- */
-const rawResponder = (timeout: number) =>
-  Effect.gen(function* () {
-    const { control, verbs } = yield* SoftVerbs.make({ devices: [{ name: "q" }] })
-    const ctx = yield* verbs.openDevice("q")
-    const device = yield* control.device("q")
-    const pd = yield* ctx.allocPd
-    const cq = yield* ctx.createCq(64)
-    const qp = yield* pd.createQp({
-      sendCq: cq,
-      recvCq: cq,
-      qpType: QpType.RC,
-      cap: { maxSendWr: 16, maxRecvWr: 16, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
-    })
-    const buf = Buffer.alloc(8192)
-    const mr = yield* pd.regMr(buf, AccessFlags.LOCAL_WRITE)
-    const sock = yield* Effect.acquireRelease(
-      Effect.promise(
-        () =>
-          new Promise<dgram.Socket>((resolve) => {
-            const s = dgram.createSocket("udp4")
-            s.bind(0, "127.0.0.1", () => resolve(s))
-          })
-      ),
-      (s) => Effect.promise(() => new Promise<void>((r) => s.close(() => r())))
-    )
-    const requests: Array<{ op: number; psn: number }> = []
-    sock.on("message", (m: Buffer) => {
-      if (m[Off.op] !== Op.ACK && m[Off.op] !== Op.NAK)
-        requests.push({ op: m[Off.op] as number, psn: m.readUInt32LE(Off.psn) })
-    })
-    const gid = softGid("127.0.0.1", sock.address().port)
-    const params = { ...Rc.defaultParams, pathMtu: Mtu.MTU_256, timeout, retryCnt: 7 }
-    yield* Rc.connect(qp, 0, { gid, qpNum: PEER_QPN, psn: 0 }, params)
-    const port = Number((yield* control.address("q")).split(":")[1])
-    /** Sends one datagram to the QP and waits until the device has taken it. */
-    const deliver = (
-      op: number,
-      flags: number,
-      psn: number,
-      ack: number,
-      payload: Buffer,
-      msgLen: number,
-      offset: number
-    ) =>
-      Effect.gen(function* () {
-        const d = Buffer.alloc(HDR + payload.length)
-        payload.copy(d, HDR)
-        writeHeader(d, op, flags, 0, qp.qpNum, PEER_QPN, psn, ack, 0, 0, msgLen, 0, offset, payload.length)
-        const target = device.counters.rxPackets + 1
-        sock.send(d, port, "127.0.0.1")
-        expect(yield* waitFor(() => device.counters.rxPackets >= target)).toBe(true)
-      })
-    const readResponse = (psn: number, payload: Buffer, msgLen: number, offset: number) =>
-      deliver(Op.READ_RESP, Flag.FIRST | Flag.LAST, psn, 0, payload, msgLen, offset)
-    const ack = (psn: number) => deliver(Op.ACK, Flag.ACK_VALID, 0, psn, Buffer.alloc(0), 0, 0)
-    const send = (wrId: number, at: number, length: number) =>
-      qp.postSend({
-        wrId,
-        opcode: WrOpcode.SEND,
-        sendFlags: SendFlags.SIGNALED,
-        sgList: [{ addr: mr.addr + at, length, lkey: mr.lkey }]
-      })
-    const read = (wrId: number, at: number, length: number) =>
-      qp.postSend({
-        wrId,
-        opcode: WrOpcode.RDMA_READ,
-        sendFlags: SendFlags.SIGNALED,
-        sgList: [{ addr: mr.addr + at, length, lkey: mr.lkey }],
-        remoteAddr: 0x10000,
-        rkey: 0x77
-      })
-    return { qp, cq, buf, device, requests, readResponse, ack, send, read }
-  })
 
 describe("SoftVerbs requester: READ responses and the WRs before them", () => {
   it.scopedLive(
