@@ -652,51 +652,42 @@ describe("SoftVerbs fuzz that reaches the QP (from the connected peer's own addr
         return target.addr + rnd.int(target.length - len + 1)
       }
 
+      /** A SEND or WRITE of `len` bytes as its packets (FIRST … LAST, the immediate on the last), each built when sent. */
+      const message = (
+        op: number,
+        len: number,
+        imm: number | undefined,
+        target: { readonly rkey?: number; readonly raddr?: number }
+      ): Array<() => Buffer> => {
+        const n = Math.max(1, Math.ceil(len / MTU))
+        return Array.from({ length: n }, (_, k) => () => {
+          const p = piggyback()
+          let flags = p.flag
+          if (k === 0) flags |= Flag.FIRST
+          if (k === n - 1) flags |= Flag.LAST | Flag.ACK_REQ | (imm !== undefined ? Flag.IMM : 0)
+          return build(op, flags, requestPsn(), {
+            payload: randomBytes(Math.min(MTU, len - k * MTU)),
+            msgLen: len,
+            offset: k * MTU,
+            imm: imm ?? 0,
+            ...target,
+            ack: p.ack
+          })
+        })
+      }
       /** The next datagrams to send: a whole message's packets, or one ACK, NAK or READ response. */
       const nextDatagrams = (): Array<() => Buffer> => {
         const kind = rnd.int(100)
         if (kind < 30) {
           // A SEND of 0..900 bytes: more than the 768 a RECV holds now and then.
           const len = rnd.chance(0.04) ? 769 + rnd.int(131) : rnd.int(769)
-          const n = Math.max(1, Math.ceil(len / MTU))
-          const imm = rnd.chance(0.3) ? rnd.int(2 ** 32) : undefined
-          return Array.from({ length: n }, (_, k) => () => {
-            const p = piggyback()
-            const plen = Math.min(MTU, len - k * MTU)
-            let flags = p.flag
-            if (k === 0) flags |= Flag.FIRST
-            if (k === n - 1) flags |= Flag.LAST | Flag.ACK_REQ | (imm !== undefined ? Flag.IMM : 0)
-            return build(Op.SEND, flags, requestPsn(), {
-              payload: randomBytes(plen),
-              msgLen: len,
-              offset: k * MTU,
-              imm: imm ?? 0,
-              ack: p.ack
-            })
-          })
+          return message(Op.SEND, len, rnd.chance(0.3) ? rnd.int(2 ** 32) : undefined, {})
         }
         if (kind < 52) {
           const target = targetFor(Op.WRITE)
           const len = rnd.int(900)
           const raddr = remoteAddress(target, len)
-          const n = Math.max(1, Math.ceil(len / MTU))
-          const imm = rnd.chance(0.15) ? rnd.int(2 ** 32) : undefined
-          return Array.from({ length: n }, (_, k) => () => {
-            const p = piggyback()
-            const plen = Math.min(MTU, len - k * MTU)
-            let flags = p.flag
-            if (k === 0) flags |= Flag.FIRST
-            if (k === n - 1) flags |= Flag.LAST | Flag.ACK_REQ | (imm !== undefined ? Flag.IMM : 0)
-            return build(Op.WRITE, flags, requestPsn(), {
-              payload: randomBytes(plen),
-              msgLen: len,
-              offset: k * MTU,
-              imm: imm ?? 0,
-              rkey: target.rkey,
-              raddr,
-              ack: p.ack
-            })
-          })
+          return message(Op.WRITE, len, rnd.chance(0.15) ? rnd.int(2 ** 32) : undefined, { rkey: target.rkey, raddr })
         }
         if (kind < 64) {
           const target = targetFor(Op.READ_REQ)
