@@ -102,6 +102,12 @@ export class RdmaEndpoint {
   private scope: Scope.CloseableScope | undefined
   private connecting: Deferred.Deferred<void, unknown> | undefined
 
+  /**
+   * The work requests each data QP was created to hold: `transports/rdma/endpoint/max_qp_wr`, at most the device's
+   * `max_qp_wr` (what `Rc.createQp` clamped it to). Fixed at construction: read for every slice a worker posts.
+   */
+  readonly laneDepth: number
+
   constructor(
     readonly host: EndpointHost,
     readonly device: EndpointDevice,
@@ -111,6 +117,8 @@ export class RdmaEndpoint {
     readonly segment: string
   ) {
     this.notify = new NotifyChannel(host.policies, (message) => this.unavailable(message))
+    const limit = device.limits?.device?.maxQpWr
+    this.laneDepth = limit === undefined ? host.params.maxQpWr : Math.min(host.params.maxQpWr, limit)
   }
 
   /** This side's NIC path. */
@@ -121,15 +129,6 @@ export class RdmaEndpoint {
   /** The notify QP's number, 0 without one (TENT `notifyQpNum()`). */
   get notifyQpNum(): number {
     return this.notify.qpNum
-  }
-
-  /**
-   * The work requests each data QP was created to hold: `transports/rdma/endpoint/max_qp_wr`, at most the device's
-   * `max_qp_wr` (what `Rc.createQp` clamped it to).
-   */
-  get laneDepth(): number {
-    const device = this.device.limits?.device
-    return device === undefined ? this.host.params.maxQpWr : Math.min(this.host.params.maxQpWr, device.maxQpWr)
   }
 
   /** TENT `notify_connected_`. */
