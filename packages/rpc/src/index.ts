@@ -10,6 +10,8 @@ export * as DescriptorCache from "./DescriptorCache.js"
 export * from "./Errors.js"
 /** `host:port` (IPv6 hosts in brackets) parsed, or `undefined`: what a peer's address under the peer registry is. */
 export { formatAddress, parseAddress } from "./internal/address.js"
+/** The control plane's metrics, and the helpers every tent `Metrics` module defines its metrics with. */
+export * as Metrics from "./Metrics.js"
 export * from "./Models.js"
 export * as NotifyWire from "./NotifyWire.js"
 export * as Registry from "./Registry.js"

@@ -1,0 +1,232 @@
+/**
+ * `Metrics`: the engine's Effect `Metric`s, one per thing an operator watches on the notification paths — sent,
+ * received and failed per transport, fallbacks taken, resends, duplicates dropped, frames rejected, unknown-QP drops,
+ * notify send-slot waits, notify QP errors and disables, endpoint retirements, transfers — and {@link allMetrics},
+ * every metric of tent (with `@tent/health`'s and `@tent/rpc`'s), as the README's metrics table lists them.
+ *
+ * They live in Effect's global metric registry: read them with `Metric.value` / `Metric.snapshot`, export them with
+ * `@effect/opentelemetry`. The names are the exported ones (counters are incremental and end in `_total`, which
+ * OpenTelemetry's Prometheus exporter keeps as is; see `@tent/rpc`'s `Metrics` for what was checked).
+ *
+ * Hot path: every label set is resolved to its registry hook once, here, at module load ({@link Series}); the
+ * notification paths increment it with a plain synchronous call (`sentRdma.update(1)`), no Effect, no allocation,
+ * no registry lookup per notification. A per-peer series is looked up in a `Map` only while {@link setPeerLabels}
+ * is on.
+ *
+ * @since 0.1.0
+ */
+import { Metrics as Health } from "@tent/health"
+import { Metrics as Rpc } from "@tent/rpc"
+
+/** One metric as the README's table documents it. */
+export type CatalogEntry = Rpc.CatalogEntry
+
+/** A label set's series: `update(n, peer?)`. */
+export type Series = Rpc.Series
+
+/**
+ * Adds (or stops adding) a `peer` label to the metrics that take one (see {@link allMetrics}' `optionalLabels`);
+ * off by default, as one series per peer can be many. Synchronous, effective from the next increment. Wired to the
+ * config key `metrics/peer_labels` by the CLI.
+ */
+export const setPeerLabels: (on: boolean) => void = Rpc.setPeerLabels
+
+/** Whether the `peer` label is on. */
+export const peerLabels: () => boolean = Rpc.peerLabels
+
+/** The transports a notification goes over: RDMA notify QP, the TCP transport, the control plane's `Notify`. */
+export type Transport = "rdma" | "tcp" | "rpc"
+
+/** Notifications handed to a transport (posted on the notify QP, written to TCP, sent with `Notify`). */
+export const notificationsSent = Rpc.counter(
+  "tent_notifications_sent_total",
+  "notifications sent, by transport (rdma: posted on a notify QP; tcp; rpc: the control plane's Notify)",
+  ["transport"],
+  { peer: true }
+)
+
+/** Notifications delivered to this engine's handlers, by the transport that brought them. */
+export const notificationsReceived = Rpc.counter(
+  "tent_notifications_received_total",
+  "notifications received and delivered, by transport",
+  ["transport"],
+  { peer: true }
+)
+
+/** Notifications a transport failed to send (the caller may then fall back to the next). */
+export const notificationsFailed = Rpc.counter(
+  "tent_notifications_failed_total",
+  "notification sends that failed on a transport, by transport (a fallback may still deliver them)",
+  ["transport"],
+  { peer: true }
+)
+
+/** A notification sent over a later transport after an earlier one failed or was unavailable. */
+export const fallbacks = Rpc.counter(
+  "tent_fallbacks_total",
+  "notifications that fell back from one transport to the next (from, to)",
+  ["from", "to"],
+  { peer: true }
+)
+
+/** Pending notifications of a retired channel resent, by the transport that took them, and those lost. */
+export const resends = Rpc.counter(
+  "tent_resends_total",
+  "pending notifications of a retired notify channel resent, by transport (outcome sent), or lost (transport none, outcome failed) or not resendable (unstamped)",
+  ["transport", "outcome"],
+  { peer: true }
+)
+
+/** Notify channels handed to the resend with entries pending. */
+export const resendChannels = Rpc.counter(
+  "tent_resend_channels_total",
+  "notify channels retired or disabled with notifications pending, handed to the resend",
+  []
+)
+
+/** NIC-pair attempts of the resend, by pair and outcome (`sent`, `failed`, `skipped`: the pair was paused). */
+export const resendPairAttempts = Rpc.counter(
+  "tent_resend_pair_attempts_total",
+  "NIC-pair attempts of the resend, by local NIC, peer NIC and outcome (sent, failed, skipped: pair paused)",
+  ["local_nic", "peer_nic", "outcome"]
+)
+
+/** Stamped notifications dropped by the dedup window as copies already delivered. */
+export const duplicatesDropped = Rpc.counter(
+  "tent_duplicates_dropped_total",
+  "stamped notifications dropped by the dedup window as copies of one already delivered",
+  []
+)
+
+/** Stamped notifications dropped as older than their session's window. */
+export const dedupTooOld = Rpc.counter(
+  "tent_dedup_too_old_total",
+  "stamped notifications dropped as older than their session's dedup window",
+  []
+)
+
+/** Dedup sessions forgotten: `evicted` (over `notification/dedup_max_sessions`) or `expired` (idle past the TTL). */
+export const dedupSessionsDropped = Rpc.counter(
+  "tent_dedup_sessions_dropped_total",
+  "dedup sessions forgotten, by cause (evicted: over dedup_max_sessions; expired: idle past dedup_session_ttl_ms)",
+  ["cause"]
+)
+
+/**
+ * Why a received frame was dropped (the `reason` label): a `NotifyWire` or `CtrlFrame` reject, or `slot` for a
+ * completion whose slot index or length is out of range.
+ */
+export const FRAME_REJECT_REASONS = [
+  "empty",
+  "short",
+  "name_too_long",
+  "msg_too_long",
+  "magic",
+  "version",
+  "type",
+  "not_notify",
+  "flags",
+  "payload_length",
+  "payload_short",
+  "trailing",
+  "slot",
+  "other"
+] as const
+
+/** Received notification frames that did not decode, dropped and counted, by reason. */
+export const framesRejected = Rpc.counter(
+  "tent_frames_rejected_total",
+  "received notification frames dropped as malformed, by reason (a NotifyWire/CtrlFrame reject, or slot)",
+  ["reason"]
+)
+
+/** Successful notify completions whose QP number was not in the table (TENT "unknown QP"). */
+export const unknownQpDrops = Rpc.counter(
+  "tent_unknown_qp_drops_total",
+  "notify completions dropped because their QP number was not in the QP table",
+  []
+)
+
+/** Waits for a free notify send slot (window unit), seconds, by outcome (`ok`, `timeout`). */
+export const slotWait = Rpc.histogram(
+  "tent_notify_slot_wait_seconds",
+  "waits of a notification for a free notify send slot, seconds (only sends that had to wait)",
+  Rpc.latencyBoundaries,
+  ["outcome"]
+)
+
+/** Slot waits that ran out of time (the send then fails or falls back). */
+export const slotWaitTimeouts = Rpc.counter(
+  "tent_notify_slot_wait_timeouts_total",
+  "notifications that waited for a notify send slot past the timeout",
+  []
+)
+
+/** Failed notify completions other than the flushes of an endpoint no longer ready. */
+export const notifyQpErrors = Rpc.counter(
+  "tent_notify_qp_errors_total",
+  "failed notify QP completions (not counting flushes of endpoints no longer ready)",
+  []
+)
+
+/** Notify channels disabled (TENT's `notify_connected_ = false`): after an error, or injected. */
+export const notifyQpDisables = Rpc.counter(
+  "tent_notify_qp_disables_total",
+  "notify channels disabled, so notifications towards that peer take the fallback path",
+  []
+)
+
+/** Endpoints retired, by cause. */
+export const retirements = Rpc.counter(
+  "tent_endpoint_retirements_total",
+  "RDMA endpoints retired (QP to ERR, then destroyed), by cause",
+  ["cause"]
+)
+
+/** Bytes moved by transfers, by op (`read`, `write`) and transport. */
+export const transferBytes = Rpc.counter(
+  "tent_transfer_bytes_total",
+  "bytes of completed transfer slices, by op (read, write) and transport (rdma, tcp, rpc)",
+  ["op", "transport"]
+)
+
+/** Transfer slices tried again after a failure. */
+export const sliceRetries = Rpc.counter(
+  "tent_transfer_slice_retries_total",
+  "transfer slices posted again after a failed attempt",
+  []
+)
+
+/** Notifications whose subscribed handler threw (the notification still counts as received). */
+export const handlerErrors = Rpc.counter(
+  "tent_handler_errors_total",
+  "calls of a subscribed notification handler that threw",
+  []
+)
+
+/** This package's metrics. */
+export const catalog: ReadonlyArray<CatalogEntry> = [
+  notificationsSent.entry,
+  notificationsReceived.entry,
+  notificationsFailed.entry,
+  fallbacks.entry,
+  resends.entry,
+  resendChannels.entry,
+  resendPairAttempts.entry,
+  duplicatesDropped.entry,
+  dedupTooOld.entry,
+  dedupSessionsDropped.entry,
+  framesRejected.entry,
+  unknownQpDrops.entry,
+  slotWait.entry,
+  slotWaitTimeouts.entry,
+  notifyQpErrors.entry,
+  notifyQpDisables.entry,
+  retirements.entry,
+  transferBytes.entry,
+  sliceRetries.entry,
+  handlerErrors.entry
+]
+
+/** Every metric of tent: core's, then `@tent/health`'s, then `@tent/rpc`'s. */
+export const allMetrics: ReadonlyArray<CatalogEntry> = [...catalog, ...Health.catalog, ...Rpc.catalog]

@@ -1,0 +1,182 @@
+/**
+ * `Metrics` of the control plane, and the few helpers every `Metrics` module of tent defines its metrics with (the
+ * health and core packages import them from here: rpc is the package all of them depend on).
+ *
+ * A metric is an Effect `Metric` in the global registry, so `Metric.value`, `Metric.snapshot` and any exporter read
+ * it. Its label sets are bounded and resolved once: a {@link CounterFamily} hands out the registry's hook of one
+ * label set ({@link CounterFamily.child}), and code increments it with a plain synchronous `hook.update(1)` — no
+ * Effect, no tag array, no registry lookup per increment. A peer label is added only while
+ * {@link setPeerLabels} is on (off by default: it is one time series per peer; `@tent/core`'s `Metrics` exposes the
+ * switch).
+ *
+ * Names as exported. Counters are created `incremental: true` and already end in `_total`: `@effect/opentelemetry`
+ * turns an incremental Effect counter into a monotonic OpenTelemetry `Sum` named as the Effect metric (the key's name,
+ * unchanged; its unit is the label `unit` or `time_unit` if present, else `"1"` — no tent metric has such a label),
+ * and OpenTelemetry's Prometheus exporter appends `_total` to a monotonic sum only when its name does not already end
+ * in `_total`, and appends nothing for the unit (it writes a `# UNIT` line). So `tent_x_total` is scraped as
+ * `tent_x_total`. A non-incremental counter would come out as a Prometheus gauge: none is used. A histogram is an
+ * OpenTelemetry histogram: `tent_x_seconds_bucket{le=…}`, `tent_x_seconds_sum`, `tent_x_seconds_count`.
+ *
+ * @since 0.1.0
+ */
+import { Metric, MetricBoundaries, type MetricHook, MetricKey, type MetricKeyType, MetricLabel } from "effect"
+
+/** One metric as documented and exported: what the README's metrics table lists. */
+export interface CatalogEntry {
+  /** The exported name (`tent_*`). */
+  readonly name: string
+  readonly type: "counter" | "histogram" | "gauge"
+  /** Labels every series has. */
+  readonly labels: ReadonlyArray<string>
+  /** Labels added only while switched on (`peer`: {@link setPeerLabels}). */
+  readonly optionalLabels: ReadonlyArray<string>
+  readonly help: string
+}
+
+let peerLabelsOn = false
+
+/**
+ * Adds (or stops adding) a `peer` label to the metrics whose catalog entry lists it as optional. Off by default:
+ * one series per peer. Synchronous: it applies from the next increment (earlier series stay as they are).
+ */
+export const setPeerLabels = (on: boolean): void => {
+  peerLabelsOn = on
+}
+
+/** Whether the `peer` label is on. */
+export const peerLabels = (): boolean => peerLabelsOn
+
+/** Peers with series of their own per label set; beyond it, a peer is counted as `peer="other"`. */
+export const MAX_PEER_SERIES = 1024
+
+/**
+ * Bucket bounds, in seconds, of the latency histograms (a send-slot wait, a control-plane call): 100 µs to 60 s in a
+ * 1–2.5–5 series, so the exported bounds read as plain decimals.
+ */
+export const latencyBoundaries: MetricBoundaries.MetricBoundaries = MetricBoundaries.fromIterable([
+  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60
+])
+
+type Hook = MetricHook.MetricHook<number, unknown>
+type Key = MetricKey.MetricKey<MetricKeyType.MetricKeyType<number, unknown>>
+
+/** A label set resolved to its hook, with its per-peer children made on first use (only while peer labels are on). */
+export class Series {
+  private peers: Map<string, Hook> | undefined
+  constructor(
+    private readonly key: Key,
+    private readonly labels: ReadonlyArray<MetricLabel.MetricLabel>,
+    /** The hook of this label set: `update(n)` adds n (counter) or records n (histogram). */
+    readonly hook: Hook,
+    private readonly peerable: boolean
+  ) {}
+
+  /** Adds (records) `n`, in the series of `peer` when peer labels are on and the metric takes one. */
+  update(n: number, peer?: string): void {
+    if (peerLabelsOn && this.peerable && peer !== undefined) this.forPeer(peer).update(n)
+    else this.hook.update(n)
+  }
+
+  private forPeer(peer: string): Hook {
+    if (this.peers === undefined) this.peers = new Map()
+    let hook = this.peers.get(peer)
+    if (hook === undefined) {
+      const value = this.peers.size < MAX_PEER_SERIES ? peer : "other"
+      hook = this.peers.get(value)
+      if (hook === undefined) {
+        hook = Metric.globalMetricRegistry.get(
+          MetricKey.taggedWithLabels(this.key, [...this.labels, MetricLabel.make("peer", value)])
+        )
+      }
+      if (value === peer) this.peers.set(peer, hook)
+    }
+    return hook
+  }
+}
+
+/**
+ * A metric with a fixed set of labels: its `Metric` (read it with `Metric.value(family.metric.pipe(Metric.tagged(…)))`
+ * or the registry's snapshot), its catalog entry, and its series by label values.
+ */
+export class Family<L extends string, M> {
+  readonly entry: CatalogEntry
+  private readonly children = new Map<string, Series>()
+  constructor(
+    private readonly key: Key,
+    /** The Effect metric (all label sets). */
+    readonly metric: M,
+    type: CatalogEntry["type"],
+    readonly labels: ReadonlyArray<L>,
+    help: string,
+    private readonly peerable: boolean
+  ) {
+    this.entry = { name: key.name, type, labels, optionalLabels: peerable ? ["peer"] : [], help }
+  }
+
+  /**
+   * The series of these label values (in {@link labels}' order), made once and kept: call it where the metric is
+   * defined or cache the result, not per increment on a hot path.
+   */
+  child(...values: ReadonlyArray<string>): Series {
+    if (values.length !== this.labels.length) {
+      throw new Error(`${this.key.name}: ${this.labels.length} label values expected, got ${values.length}`)
+    }
+    const id = values.join("\u0000")
+    let series = this.children.get(id)
+    if (series === undefined) {
+      const tags = values.map((v, i) => MetricLabel.make(this.labels[i] as string, v))
+      const key = tags.length === 0 ? this.key : MetricKey.taggedWithLabels(this.key, tags)
+      series = new Series(this.key, tags, Metric.globalMetricRegistry.get(key), this.peerable)
+      this.children.set(id, series)
+    }
+    return series
+  }
+}
+
+/** A monotonic counter (`name` ends in `_total`). `peer`: takes the optional peer label. */
+export const counter = <L extends string = never>(
+  name: string,
+  help: string,
+  labels: ReadonlyArray<L> = [],
+  options?: { readonly peer?: boolean }
+): Family<L, Metric.Metric.Counter<number>> => {
+  const key = MetricKey.counter(name, { incremental: true, description: help })
+  return new Family(key, Metric.fromMetricKey(key), "counter", labels, help, options?.peer === true)
+}
+
+/** A histogram over `boundaries` (seconds, bytes: the unit in the name). */
+export const histogram = <L extends string = never>(
+  name: string,
+  help: string,
+  boundaries: MetricBoundaries.MetricBoundaries,
+  labels: ReadonlyArray<L> = [],
+  options?: { readonly peer?: boolean }
+): Family<L, Metric.Metric.Histogram<number>> => {
+  const key = MetricKey.histogram(name, boundaries, help)
+  return new Family(key, Metric.fromMetricKey(key), "histogram", labels, help, options?.peer === true)
+}
+
+/** The control-plane methods (the RPC group's tags), bounded: a call to anything else is counted as `other`. */
+export const METHODS = ["Bootstrap", "Notify", "GetSegmentDesc", "Probe", "SendData", "RecvData"] as const
+
+/** `TransportFailure.reason`s. */
+export const FAILURE_REASONS = ["Refused", "Closed", "Timeout", "Protocol"] as const
+
+/** Control-plane calls by method and outcome, from the call to its reply or failure (the connect included). */
+export const callDuration = histogram(
+  "tent_rpc_call_duration_seconds",
+  "control-plane calls made by this engine, seconds from the call to its reply or failure (connecting included)",
+  latencyBoundaries,
+  ["method", "outcome"]
+)
+
+/** Control-plane calls that failed at transport level, by method and `TransportFailure.reason`. */
+export const callFailures = counter(
+  "tent_rpc_call_failures_total",
+  "control-plane calls that failed at transport level (no reply), by TransportFailure reason",
+  ["method", "reason"],
+  { peer: true }
+)
+
+/** This package's metrics. */
+export const catalog: ReadonlyArray<CatalogEntry> = [callDuration.entry, callFailures.entry]
