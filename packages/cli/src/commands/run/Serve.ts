@@ -4,25 +4,48 @@
  * @since 0.1.0
  */
 import { createHash } from "node:crypto"
+import { MetricsConfig, MetricsExport } from "@tent/core"
 import { notificationText } from "@tent/rpc"
-import { Console, Effect, Stream } from "effect"
-import { makeEngine } from "../../Node.js"
-import { failWith } from "../../Render.js"
+import { Console, Effect, Layer, Option, Stream } from "effect"
+import { configSource, makeEngine } from "../../Node.js"
+import { failWith, UsageFailure } from "../../Render.js"
 import type { ServeOptions } from "../Serve.js"
 
 const text = (b: Uint8Array) => new TextDecoder("utf-8", { fatal: false }).decode(b)
+
+/** The metrics export of these options: `--metrics-port N` turns it on at port N; otherwise the `metrics/*` keys. */
+const metricsSettings = (o: ServeOptions) =>
+  Effect.flatMap(MetricsConfig.load(configSource(o)), (settings) =>
+    Option.match(o.metricsPort, {
+      onNone: () => Effect.succeed(settings),
+      onSome: (port) =>
+        Number.isInteger(port) && port >= 1 && port <= 65535
+          ? Effect.succeed({ ...settings, enabled: true, httpPort: port })
+          : Effect.fail(new UsageFailure(`--metrics-port must be a port number in 1..65535, got ${port}`))
+    })
+  )
 
 export const run = (o: ServeOptions) =>
   Effect.scoped(
     Effect.gen(function* () {
       if (o.segmentSize <= 0) return yield* Effect.fail(new Error("--segment-size must be positive"))
+      // The export first: a port it cannot bind stops the command before any node starts.
+      const metrics = yield* metricsSettings(o)
+      yield* Layer.build(MetricsExport.layer(metrics))
       const engine = yield* makeEngine(o)
       const segment = yield* engine.registerSegment(Buffer.alloc(o.segmentSize))
-      const ready = { segment: engine.segmentName, address: engine.address, addr: segment.addr, size: segment.length }
+      const exported = metrics.enabled ? MetricsExport.url(metrics) : undefined
+      const ready = {
+        segment: engine.segmentName,
+        address: engine.address,
+        addr: segment.addr,
+        size: segment.length,
+        ...(exported === undefined ? {} : { metrics: exported })
+      }
       yield* Console.log(
         o.json
           ? JSON.stringify({ event: "listening", ...ready })
-          : `listening on ${engine.address}: segment ${engine.segmentName}, ${segment.length} bytes at ${segment.addr} (Ctrl-C stops)`
+          : `listening on ${engine.address}: segment ${engine.segmentName}, ${segment.length} bytes at ${segment.addr}${exported === undefined ? "" : `, metrics at ${exported}`} (Ctrl-C stops)`
       )
       yield* Stream.runForEach(engine.notifications, (n) =>
         Effect.suspend(() => {
