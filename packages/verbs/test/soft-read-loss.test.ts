@@ -143,4 +143,41 @@ describe("SoftVerbs READ under loss (rule 3 for READ)", () => {
       expect(elapsed).toBeLessThan(ackTimeoutMs(20))
     })
   )
+  it.scopedLive(
+    "a READ of 64 responses that lost those past the 40th is asked for again from the 41st after a timeout: the responses it has do not count against the window (cut to 16 by the timeout)",
+    () =>
+      Effect.gen(function* () {
+        const KIB256 = 4 * KIB64
+        // timeout 14 (67 ms), retry_cnt 7: the re-request must go out within the budget, not be held until it runs out.
+        const { a, b } = yield* makePair({ params: { timeout: 14, retryCnt: 7 }, bufSize: KIB256 })
+        for (let i = 0; i < KIB256; i++) b.buf[i] = (i * 17 + 9) & 0xff
+        const requests: Array<{ readonly psn: number; readonly offset: number }> = []
+        // b answers every request it receives at once (its own listener runs first); the second one is the re-request,
+        // and the loss ends as b sends its answer, so that answer arrives whole.
+        socketOf(b.device).on("message", (msg: Buffer) => {
+          if (msg[Off.op] !== Op.READ_REQ) return
+          requests.push({ psn: msg.readUInt32LE(Off.psn), offset: msg.readUInt32LE(Off.offset) })
+          if (requests.length === 2) a.device.setFaults({})
+        })
+        // a takes the first 40 responses of the first burst; the other 24 are lost.
+        let responses = 0
+        socketOf(a.device).on("message", (msg: Buffer) => {
+          if (msg[Off.op] === Op.READ_RESP && ++responses === 40) a.device.setFaults({ dropIn: 1 })
+        })
+        a.qp.postSend(sendWr(a, 1, 0, KIB256, { opcode: WrOpcode.RDMA_READ, remoteAddr: b.mr.addr, rkey: b.mr.rkey }))
+        const [wc] = yield* pollN(a.cq, 1, 10_000)
+        console.log(
+          `READ of 64 responses: status ${wc?.status}, requests at b ${requests.length}, retransmits ${a.device.counters.retransmits}, dropped ${a.device.counters.droppedFault}`
+        )
+        expect(wc).toMatchObject({ wrId: 1, status: WcStatus.SUCCESS, byteLen: KIB256 })
+        expect(a.buf.equals(b.buf)).toBe(true)
+        expect(a.device.counters.droppedFault).toBe(24)
+        expect(a.device.counters.retransmits).toBeGreaterThanOrEqual(1)
+        const [first, again] = requests
+        expect(requests).toHaveLength(2)
+        expect(first?.offset).toBe(0)
+        // The re-request starts at response 40: PSN first + 40, offset 40 × 4096 (past the recovery window of 16).
+        expect(again).toEqual({ psn: ((first?.psn ?? 0) + 40) & 0xffffff, offset: 40 * 4096 })
+      })
+  )
 })

@@ -67,7 +67,9 @@ export const pump = (qp: SoftQp): void => {
     if (isRead && qp.txPkt < (qp.wqReadGot[s] as number)) qp.txPkt = qp.wqReadGot[s] as number
     if (qp.txPkt < npkts) {
       const psn = (qp.wqFirstPsn[s] as number) + qp.txPkt
-      if (psn - qp.acked > qp.cwnd) break
+      // A READ is held back by the window where it starts, not where a re-request resumes it: the responses it already
+      // has are not in flight (a resumed READ past the window would otherwise never be asked for again).
+      if ((isRead ? (qp.wqFirstPsn[s] as number) : psn) - qp.acked > qp.cwnd) break
       if (!transmitPacket(qp, s, qp.txPkt, psn)) return
       qp.txPkt = isRead ? npkts : qp.txPkt + 1
     }
