@@ -1,7 +1,76 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { ackTimeoutMs, Mtu, QpState, WcStatus } from "../src/index.js"
-import { drain, makePair, pollN, recvWr, sendWr, sleep, waitFor } from "./support.js"
+import { ackTimeoutMs, type CompletionQueue, Mtu, QpState, WcStatus, WorkCompletion } from "../src/index.js"
+import type { SoftQp } from "../src/soft/SoftQp.js"
+import { drain, makePair, pollN, recvWr, type Side, sendWr, sleep, type Wc, waitFor } from "./support.js"
+
+/** What a stalled pair looks like: both QPs' send and receive positions, timers and both devices' counters. */
+const describePair = (a: Side, b: Side): string => {
+  const qp = (side: Side) => {
+    const q = side.qp as SoftQp
+    return {
+      state: q.state,
+      sq: { head: q.head, txIdx: q.txIdx, txPkt: q.txPkt, tail: q.tail },
+      acked: q.acked,
+      psnNext: q.psnNext,
+      ePsn: q.ePsn,
+      cwnd: q.cwnd,
+      retries: q.retries,
+      retryArmed: q.retryArmed,
+      rnrWaiting: q.rnrWaiting,
+      msSinceProgress: Math.round(performance.now() - q.lastProgress),
+      ackPending: q.ackPending,
+      rq: q.rqTail - q.rqHead
+    }
+  }
+  return JSON.stringify({ a: qp(a), b: qp(b), countersA: a.device.counters, countersB: b.device.counters })
+}
+
+/**
+ * Polls `cq` for `n` completions, at most `timeoutMs`, and fails at once when the pair stalls: a real RC QP either makes
+ * progress or, after retry_cnt retransmit timeouts without it, completes a WR with RETRY_EXC_ERR. Stalled means that
+ * neither device sent nor received a datagram for `stallMs` of time this process actually ran (a gap between the
+ * 50 ms checks counts at most 100 ms, so a machine that starved the whole process is not taken for a stall).
+ */
+const pollOrStall = (cq: CompletionQueue, n: number, timeoutMs: number, stallMs: number, a: Side, b: Side) =>
+  Effect.gen(function* () {
+    const wc = WorkCompletion.array(64)
+    const out: Array<Wc> = []
+    const deadline = Date.now() + timeoutMs
+    const moved = () =>
+      `${a.device.counters.txPackets}/${a.device.counters.rxPackets}/${b.device.counters.txPackets}/${b.device.counters.rxPackets}`
+    let last = moved()
+    let stalled = 0
+    let tick = performance.now()
+    while (out.length < n && Date.now() < deadline) {
+      const got = cq.pollCq(Math.min(64, n - out.length), wc)
+      for (let i = 0; i < got; i++) {
+        const w = wc[i] as WorkCompletion
+        out.push({
+          wrId: w.wrId,
+          status: w.status,
+          opcode: w.opcode,
+          byteLen: w.byteLen,
+          immData: w.immData,
+          wcFlags: w.wcFlags,
+          qpNum: w.qpNum
+        })
+      }
+      if (out.length >= n) break
+      if (got === 0) yield* cq.awaitNotify.pipe(Effect.timeoutOption(50))
+      const now = performance.now()
+      const key = moved()
+      stalled = key === last ? stalled + Math.min(100, now - tick) : 0
+      last = key
+      tick = now
+      if (stalled >= stallMs) {
+        return yield* Effect.dieMessage(
+          `stalled: no datagram sent or received for ${Math.round(stalled)} ms with ${out.length}/${n} completions: ${describePair(a, b)}`
+        )
+      }
+    }
+    return out
+  })
 
 describe("SoftVerbs reliability (rules 2 and 3)", () => {
   for (const mtu of [Mtu.MTU_256, Mtu.MTU_512, Mtu.MTU_1024, Mtu.MTU_2048, Mtu.MTU_4096]) {
@@ -38,7 +107,9 @@ describe("SoftVerbs reliability (rules 2 and 3)", () => {
         a.buf.writeUInt32LE(i, i * 3000)
         expect(a.qp.postSend(sendWr(a, i, i * 3000, Math.max(4, len)))).toBe(0)
       }
-      const got = yield* pollN(b.cq, n, 60_000)
+      // A silent stall fails within the retry budget (8 timeouts, 537 ms) plus a wide margin, with both QPs described.
+      const stallMs = 8 * ackTimeoutMs(14) + 3000
+      const got = yield* pollOrStall(b.cq, n, 50_000, stallMs, a, b)
       expect(got).toHaveLength(n)
       got.forEach((wc, i) => {
         expect(wc.status).toBe(WcStatus.SUCCESS)
@@ -48,7 +119,7 @@ describe("SoftVerbs reliability (rules 2 and 3)", () => {
         expect(wc.byteLen).toBe(len)
         expect(b.buf.subarray(i * 3000 + 4, i * 3000 + len).every((x) => x === (i & 0xff))).toBe(true)
       })
-      const sends = yield* pollN(a.cq, n, 60_000)
+      const sends = yield* pollOrStall(a.cq, n, 8_000, stallMs, a, b)
       expect(sends.every((wc) => wc.status === WcStatus.SUCCESS)).toBe(true)
       expect(a.device.counters.retransmits).toBeGreaterThan(0)
       // Nothing more arrives later: no message was delivered twice.
