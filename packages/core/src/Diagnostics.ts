@@ -14,6 +14,7 @@ import { type DeliveryCounters, EngineDelivery } from "./internal/Delivery.js"
 import type { DedupCounters } from "./internal/ReplayWindow.js"
 import { RdmaTransport } from "./internal/rdma/RdmaTransport.js"
 import { TcpTransport } from "./internal/TcpTransport.js"
+import * as Metrics from "./Metrics.js"
 import { PeerHealthPolicy } from "./PeerHealth.js"
 import { Resend, type ResendCounters } from "./Resend.js"
 
@@ -141,6 +142,7 @@ export const make = Effect.gen(function* () {
         let n = 0
         for (const { ep } of all()) {
           if (ep.segment !== segment) continue
+          if (ep.notify.connected) Metrics.notifyQpDisable.update(1)
           ep.notify.connected = false
           n++
         }

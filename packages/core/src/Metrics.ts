@@ -16,7 +16,8 @@
  * @since 0.1.0
  */
 import { Metrics as Health } from "@tent/health"
-import { Metrics as Rpc } from "@tent/rpc"
+import { NotifyWire, Metrics as Rpc } from "@tent/rpc"
+import * as CtrlFrame from "./CtrlFrame.js"
 
 /** One metric as the README's table documents it. */
 export type CatalogEntry = Rpc.CatalogEntry
@@ -40,7 +41,7 @@ export type Transport = "rdma" | "tcp" | "rpc"
 /** Notifications handed to a transport (posted on the notify QP, written to TCP, sent with `Notify`). */
 export const notificationsSent = Rpc.counter(
   "tent_notifications_sent_total",
-  "notifications sent, by transport (rdma: posted on a notify QP; tcp; rpc: the control plane's Notify)",
+  "notifications sent, by transport (rdma: posted on a notify QP; tcp: the TCP transport's Notify; rpc: the control plane's own Notify), resends included",
   ["transport"],
   { peer: true }
 )
@@ -48,7 +49,7 @@ export const notificationsSent = Rpc.counter(
 /** Notifications delivered to this engine's handlers, by the transport that brought them. */
 export const notificationsReceived = Rpc.counter(
   "tent_notifications_received_total",
-  "notifications received and delivered, by transport",
+  "notifications received and delivered (duplicates not counted), by transport (a Notify is tcp when the TCP transport takes it, else rpc)",
   ["transport"],
   { peer: true }
 )
@@ -72,7 +73,7 @@ export const fallbacks = Rpc.counter(
 /** Pending notifications of a retired channel resent, by the transport that took them, and those lost. */
 export const resends = Rpc.counter(
   "tent_resends_total",
-  "pending notifications of a retired notify channel resent, by transport (outcome sent), or lost (transport none, outcome failed) or not resendable (unstamped)",
+  "pending notifications of a retired or disabled notify channel: resent (transport rdma, tcp or rpc; outcome sent), lost (none, failed), or never resent because unstamped (none, not_resendable)",
   ["transport", "outcome"],
   { peer: true }
 )
@@ -136,7 +137,7 @@ export const FRAME_REJECT_REASONS = [
 /** Received notification frames that did not decode, dropped and counted, by reason. */
 export const framesRejected = Rpc.counter(
   "tent_frames_rejected_total",
-  "received notification frames dropped as malformed, by reason (a NotifyWire/CtrlFrame reject, or slot)",
+  "received notify QP frames dropped as malformed, by reason (the NotifyWire or CtrlFrame reject: short, magic, name_too_long, ...; slot: slot index or length out of range)",
   ["reason"]
 )
 
@@ -179,14 +180,14 @@ export const notifyQpDisables = Rpc.counter(
 /** Endpoints retired, by cause. */
 export const retirements = Rpc.counter(
   "tent_endpoint_retirements_total",
-  "RDMA endpoints retired (QP to ERR, then destroyed), by cause",
+  "RDMA endpoints retired (QPs to ERR, then destroyed), by cause (reset, data_error, evicted, reconnect, setup_failed, shutdown)",
   ["cause"]
 )
 
 /** Bytes moved by transfers, by op (`read`, `write`) and transport. */
 export const transferBytes = Rpc.counter(
   "tent_transfer_bytes_total",
-  "bytes of completed transfer slices, by op (read, write) and transport (rdma, tcp, rpc)",
+  "bytes of completed transfer slices, by op (read, write) and transport (rdma, tcp)",
   ["op", "transport"]
 )
 
@@ -203,6 +204,112 @@ export const handlerErrors = Rpc.counter(
   "calls of a subscribed notification handler that threw",
   []
 )
+
+// -----------------------------------------------------------------------------------------------------------------
+// Series resolved once, for the paths that increment them
+// -----------------------------------------------------------------------------------------------------------------
+
+const byTransport = (family: typeof notificationsSent): Readonly<Record<Transport, Series>> => ({
+  rdma: family.child("rdma"),
+  tcp: family.child("tcp"),
+  rpc: family.child("rpc")
+})
+
+/** `tent_notifications_sent_total` by transport. */
+export const sent = byTransport(notificationsSent)
+/** `tent_notifications_received_total` by transport. */
+export const received = byTransport(notificationsReceived)
+/** `tent_notifications_failed_total` by transport. */
+export const failed = byTransport(notificationsFailed)
+
+const fallbackSeries = new Map<string, Series>()
+/** `tent_fallbacks_total{from, to}` (three transports: at most six series). */
+export const fallback = (from: Transport, to: Transport): Series => {
+  const k = `${from}>${to}`
+  let series = fallbackSeries.get(k)
+  if (series === undefined) {
+    series = fallbacks.child(from, to)
+    fallbackSeries.set(k, series)
+  }
+  return series
+}
+
+/** `tent_resends_total` by what became of a pending notification. */
+export const resent = {
+  rdma: resends.child("rdma", "sent"),
+  tcp: resends.child("tcp", "sent"),
+  rpc: resends.child("rpc", "sent"),
+  failed: resends.child("none", "failed"),
+  notResendable: resends.child("none", "not_resendable")
+} as const
+
+/** `tent_duplicates_dropped_total`. */
+export const duplicate = duplicatesDropped.child()
+/** `tent_dedup_too_old_total`. */
+export const tooOld = dedupTooOld.child()
+/** `tent_dedup_sessions_dropped_total` by cause. */
+export const sessionEvicted = dedupSessionsDropped.child("evicted")
+export const sessionExpired = dedupSessionsDropped.child("expired")
+
+const rejectSeries: Array<Series> = []
+const rejectOther = framesRejected.child("other")
+const rejectReason = (code: number, reason: (typeof FRAME_REJECT_REASONS)[number]) => {
+  rejectSeries[code] = framesRejected.child(reason)
+}
+rejectReason(NotifyWire.Reject.Empty, "empty")
+rejectReason(NotifyWire.Reject.Short, "short")
+rejectReason(NotifyWire.Reject.NameTooLong, "name_too_long")
+rejectReason(NotifyWire.Reject.MsgTooLong, "msg_too_long")
+rejectReason(CtrlFrame.Reject.Short, "short")
+rejectReason(CtrlFrame.Reject.Magic, "magic")
+rejectReason(CtrlFrame.Reject.Version, "version")
+rejectReason(CtrlFrame.Reject.Type, "type")
+rejectReason(CtrlFrame.Reject.NotNotify, "not_notify")
+rejectReason(CtrlFrame.Reject.Flags, "flags")
+rejectReason(CtrlFrame.Reject.PayloadLength, "payload_length")
+rejectReason(CtrlFrame.Reject.PayloadShort, "payload_short")
+rejectReason(CtrlFrame.Reject.NameTooLong, "name_too_long")
+rejectReason(CtrlFrame.Reject.MsgTooLong, "msg_too_long")
+rejectReason(CtrlFrame.Reject.Trailing, "trailing")
+
+/** `tent_frames_rejected_total` of a `NotifyWire`/`CtrlFrame` reject code (`other` for a code not listed). */
+export const rejected = (code: number): Series => rejectSeries[code] ?? rejectOther
+/** `tent_frames_rejected_total{reason="slot"}`: a receive completion whose slot index or length is out of range. */
+export const rejectedSlot = framesRejected.child("slot")
+
+/** `tent_unknown_qp_drops_total`. */
+export const unknownQp = unknownQpDrops.child()
+/** `tent_notify_slot_wait_seconds` by outcome, and `tent_notify_slot_wait_timeouts_total`. */
+export const slotWaitOk = slotWait.child("ok")
+export const slotWaitTimedOut = slotWait.child("timeout")
+export const slotTimeout = slotWaitTimeouts.child()
+/** `tent_notify_qp_errors_total`, `tent_notify_qp_disables_total`. */
+export const notifyQpError = notifyQpErrors.child()
+export const notifyQpDisable = notifyQpDisables.child()
+
+/** Why an endpoint was retired (the `cause` label of `tent_endpoint_retirements_total`). */
+export type RetireCause = "reset" | "data_error" | "evicted" | "reconnect" | "setup_failed" | "shutdown"
+
+const retireSeries = new Map<RetireCause, Series>()
+/** `tent_endpoint_retirements_total{cause}`. */
+export const retired = (cause: RetireCause): Series => {
+  let series = retireSeries.get(cause)
+  if (series === undefined) {
+    series = retirements.child(cause)
+    retireSeries.set(cause, series)
+  }
+  return series
+}
+
+/** `tent_transfer_bytes_total` by op and transport. */
+export const bytes = {
+  read: { rdma: transferBytes.child("read", "rdma"), tcp: transferBytes.child("read", "tcp") },
+  write: { rdma: transferBytes.child("write", "rdma"), tcp: transferBytes.child("write", "tcp") }
+} as const
+/** `tent_transfer_slice_retries_total`. */
+export const sliceRetry = sliceRetries.child()
+/** `tent_handler_errors_total`. */
+export const handlerError = handlerErrors.child()
 
 /** This package's metrics. */
 export const catalog: ReadonlyArray<CatalogEntry> = [

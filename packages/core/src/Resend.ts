@@ -20,6 +20,7 @@ import { type Notification, TransportFailure } from "@tent/rpc"
 import { Context, Effect, Either, Layer } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import type { Stamp } from "./Dedup.js"
+import * as Metrics from "./Metrics.js"
 
 /** One notification posted on a notify QP and not completed. */
 export interface PendingNotification {
@@ -123,6 +124,10 @@ export const makeSeries = (rails: RailHealth.RailHealthShape): ResendShape => {
     pairAttempts: 0,
     pairsSkipped: 0
   }
+  const pairAttempt = (
+    pair: { readonly localNic: string; readonly peerNic: string },
+    outcome: "sent" | "failed" | "skipped"
+  ): void => Metrics.resendPairAttempts.child(pair.localNic, pair.peerNic, outcome).update(1)
   const resendOne = (
     channel: RetiringChannel,
     paths: ResendPaths,
@@ -134,6 +139,7 @@ export const makeSeries = (rails: RailHealth.RailHealthShape): ResendShape => {
       const stamp = p.stamp
       if (stamp === undefined || p.peerProto < 1) {
         counters.notResendable++
+        Metrics.resent.notResendable.update(1, channel.segment)
         return
       }
       let attempts = 0
@@ -141,6 +147,7 @@ export const makeSeries = (rails: RailHealth.RailHealthShape): ResendShape => {
         if (attempts >= MAX_PAIR_ATTEMPTS) break
         if (!(yield* rails.available(pair.localNic, pair.peerNic))) {
           counters.pairsSkipped++
+          pairAttempt(pair, "skipped")
           continue
         }
         attempts++
@@ -150,33 +157,41 @@ export const makeSeries = (rails: RailHealth.RailHealthShape): ResendShape => {
         )
         if (Either.isRight(r)) {
           counters.viaNicPair++
+          pairAttempt(pair, "sent")
+          Metrics.resent.rdma.update(1, channel.segment)
           yield* rails.recordSuccess(pair.localNic, pair.peerNic)
           return
         }
+        pairAttempt(pair, "failed")
         yield* rails.recordError(pair.localNic, pair.peerNic)
       }
       if (control.dead) {
         counters.failed++
+        Metrics.resent.failed.update(1, channel.segment)
         return
       }
       const stamped = { ...p.notification, stamp }
       const tcp = yield* Effect.either(paths.viaTcp(channel.segment, stamped))
       if (Either.isRight(tcp)) {
         counters.viaTcp++
+        Metrics.resent.tcp.update(1, channel.segment)
         return
       }
       if (tcp.left instanceof TransportFailure) {
         control.dead = true
         counters.failed++
+        Metrics.resent.failed.update(1, channel.segment)
         return
       }
       const rpc = yield* Effect.either(paths.viaControlPlane(channel.segment, stamped))
       if (Either.isRight(rpc)) {
         counters.viaControlPlane++
+        Metrics.resent.rpc.update(1, channel.segment)
         return
       }
       if (rpc.left instanceof TransportFailure) control.dead = true
       counters.failed++
+      Metrics.resent.failed.update(1, channel.segment)
     })
   return {
     track: true,
@@ -185,13 +200,24 @@ export const makeSeries = (rails: RailHealth.RailHealthShape): ResendShape => {
       Effect.gen(function* () {
         if (channel.pending.length === 0) return
         counters.channels++
+        Metrics.resendChannels.child().update(1)
         const pairs = yield* Effect.orElseSucceed(paths.nicPairs(channel.segment), () => [])
         const control = { dead: false }
         for (const p of channel.pending) yield* resendOne(channel, paths, pairs, p, control)
         yield* Effect.logDebug(
           `Resent the notifications pending on ${channel.localNic} -> ${channel.peerNicPath} (${channel.cause})`
         )
-      })
+      }).pipe(
+        Effect.withSpan("tent.resend.walk", {
+          attributes: {
+            peer: channel.segment,
+            local: channel.localNic,
+            peerNicPath: channel.peerNicPath,
+            cause: channel.cause,
+            pending: channel.pending.length
+          }
+        })
+      )
   }
 }
 

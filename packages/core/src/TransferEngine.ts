@@ -32,6 +32,7 @@ import * as SegmentPublisher from "./internal/SegmentPublisher.js"
 import { EngineAgent, EngineIdentity, ResendQueue } from "./internal/Services.js"
 import * as TcpTransport from "./internal/TcpTransport.js"
 import * as Transfers from "./internal/Transfers.js"
+import * as Metrics from "./Metrics.js"
 import { NotificationRouting, type NotifySender, type NotifySenders, type QueueKind } from "./NotificationRouting.js"
 import { PeerHealthPolicy } from "./PeerHealth.js"
 import type { RetiringChannel } from "./Resend.js"
@@ -197,7 +198,7 @@ export const make = Effect.gen(function* () {
     ],
     controlPlane: {
       kind: "rpc",
-      send: (segment, n) => TcpTransport.notifyVia(agent, cache, segment, stamped(segment, n))
+      send: (segment, n) => TcpTransport.notifyRpc(agent, cache, segment, stamped(segment, n))
     },
     slotPayload: dedup.maxPayload
   }
@@ -205,6 +206,7 @@ export const make = Effect.gen(function* () {
   const drainOrder = routing.drainOrder(installed)
 
   // `attempt` is sender i's send (built here unless given), and on a failure the routing's fallback moves on to i + 1.
+  // A failure is counted against its transport; a fallback taken is counted (from, to) and traced as a span.
   const sendVia = (
     order: ReadonlyArray<NotifySender>,
     i: number,
@@ -215,13 +217,15 @@ export const make = Effect.gen(function* () {
     const s = order[i]
     if (s === undefined) return Effect.fail(new NotificationNotSupported({ message: "Notification not supported" }))
     const attempt = given ?? (s.send(name, n) as Effect.Effect<void, SendNotificationError>)
-    return i + 1 === order.length
-      ? attempt
-      : Effect.catchIf(
-          attempt,
-          (e) => routing.fallback(e),
-          () => sendVia(order, i + 1, name, n)
-        )
+    return Effect.catchAll(attempt, (e) => {
+      Metrics.failed[s.kind].update(1, name)
+      const next = order[i + 1]
+      if (next === undefined || !routing.fallback(e)) return Effect.fail(e)
+      Metrics.fallback(s.kind, next.kind).update(1, name)
+      return Effect.withSpan(sendVia(order, i + 1, name, n), "tent.notify.fallback", {
+        attributes: { peer: name, from: s.kind, to: next.kind, reason: errorTag(e) }
+      })
+    })
   }
   // A segment given by name: one `Effect.suspend` under every routing while the route starts with the RDMA
   // transport's own send and its endpoint used last is READY: `tryPost` posts there at once (what that send does
@@ -426,3 +430,9 @@ export const layerSoft = (
     Layer.provide(RailHealth.layerConfig),
     Layer.provide(EngineConfig.layerProvider({ json: options.config }))
   )
+
+/** The `_tag` of a failure, for a span attribute. */
+const errorTag = (e: unknown): string =>
+  typeof e === "object" && e !== null && typeof (e as { _tag?: unknown })._tag === "string"
+    ? (e as { _tag: string })._tag
+    : "unknown"

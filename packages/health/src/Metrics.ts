@@ -46,7 +46,7 @@ export const probes = Metrics.counter(
 /** Rail errors counted, by local NIC; `tent_rail_pauses_total` counts those that paused or re-armed a pause. */
 export const railErrors = Metrics.counter(
   "tent_rail_errors_total",
-  "failures charged to a (local NIC, remote NIC) pair, by local NIC",
+  "failures charged to a (local NIC, remote NIC) pair, by local NIC (the peer label: the remote rail, e.g. peer-a/mlx5_0)",
   ["local_nic"],
   { peer: true }
 )
@@ -54,7 +54,7 @@ export const railErrors = Metrics.counter(
 /** Rails paused (`paused`) or whose pause an error extended (`rearmed`), by local NIC. */
 export const railPauses = Metrics.counter(
   "tent_rail_pauses_total",
-  "(local NIC, remote NIC) pairs paused after rail_error_threshold errors (kind paused) or re-armed (kind rearmed)",
+  "(local NIC, remote NIC) pairs paused after rail_error_threshold errors (kind paused), or whose pause a further error extended (kind rearmed)",
   ["local_nic", "kind"],
   { peer: true }
 )

@@ -25,6 +25,16 @@ import { type RpcAgent, TransportFailure } from "@tent/rpc"
 import { Cause, Config, Context, Duration, Effect, Exit, Layer, Option } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import { type KeySpec, positive, read as readKey } from "./internal/keys.js"
+import * as Metrics from "./Metrics.js"
+
+// The metrics' series, resolved once (every instance of the process counts into them).
+const markByCall = Metrics.peerMarks.child("call")
+const markByProbe = Metrics.peerMarks.child("probe")
+const clearSeries = Metrics.peerClears.child()
+const fastFailureSeries = Metrics.fastFailures.child()
+const probeSuccess = Metrics.probes.child("success")
+const probeFailure = Metrics.probes.child("failure")
+const probeDefect = Metrics.probes.child("defect")
 
 /** The counters of one record; plain numbers, read them at any time or through {@link PeerHealthShape.snapshot}. */
 export interface PeerHealthMetrics {
@@ -221,6 +231,8 @@ export const make = (options: Partial<PeerHealthOptions> = {}): Effect.Effect<Pe
         touchedAt: touch || before === undefined ? t : before.touchedAt
       })
       metrics.marks++
+      if (touch) markByCall.update(1, address)
+      else markByProbe.update(1, address)
       const line = `Peer marked unreachable for ${cooldownMs} ms after ${after}`
       // Debug: the call that marked it returns this very failure to its caller; the counters are for operators.
       return Effect.logDebug(line).pipe(Effect.annotateLogs({ peer: address }))
@@ -230,6 +242,7 @@ export const make = (options: Partial<PeerHealthOptions> = {}): Effect.Effect<Pe
       if (lookup(address, now()) === undefined) return Effect.void
       peers.delete(address)
       metrics.clears++
+      clearSeries.update(1, address)
       return Effect.logInfo("Peer answered: unreachable mark cleared").pipe(Effect.annotateLogs({ peer: address }))
     }
 
@@ -241,6 +254,7 @@ export const make = (options: Partial<PeerHealthOptions> = {}): Effect.Effect<Pe
         e.touchedAt = t
         if (t >= e.until) return Effect.void
         metrics.fastFailures++
+        fastFailureSeries.update(1, address)
         return Effect.fail(
           new TransportFailure({
             address,
@@ -275,10 +289,13 @@ export const make = (options: Partial<PeerHealthOptions> = {}): Effect.Effect<Pe
           Effect.suspend(() => {
             if (Exit.isSuccess(exit)) {
               metrics.probeSuccesses++
+              probeSuccess.update(1, address)
               return clear(address)
             }
             metrics.probeFailures++
             const failure = Cause.failureOption(exit.cause)
+            if (Option.isSome(failure)) probeFailure.update(1, address)
+            else probeDefect.update(1, address)
             return Option.isSome(failure)
               ? mark(address, failure.value, false)
               : Effect.logWarning("Peer probe died", exit.cause).pipe(Effect.annotateLogs({ peer: address }))
@@ -288,7 +305,11 @@ export const make = (options: Partial<PeerHealthOptions> = {}): Effect.Effect<Pe
 
     const probeRound: PeerHealthShape["probeRound"] = (probe, concurrency = 4) =>
       Effect.flatMap(markedPeers, (targets) =>
-        Effect.forEach(targets, (address) => probeOne(probe, address), { concurrency, discard: true })
+        targets.length === 0
+          ? Effect.void
+          : Effect.forEach(targets, (address) => probeOne(probe, address), { concurrency, discard: true }).pipe(
+              Effect.withSpan("tent.health.probe_round", { attributes: { peers: targets.length } })
+            )
       )
 
     const runProber: PeerHealthShape["runProber"] = (probe, intervalMs = o.probeIntervalMs) =>

@@ -20,6 +20,7 @@
 import { Config, Context, Effect, Layer } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import { type KeySpec, positive, read as readKey } from "./internal/keys.js"
+import * as Metrics from "./Metrics.js"
 
 /** A rail: the local and the remote device name. */
 export interface RailKey {
@@ -224,6 +225,8 @@ export const make = (options: Partial<RailHealthOptions> = {}): Effect.Effect<Ra
       update(local, remote, (e, now) => {
         const after = failed(e, now, o)
         const t: Transition = after.resumeAt === e.resumeAt ? "none" : e.resumeAt === undefined ? "paused" : "rearmed"
+        Metrics.railErrors.child(local).update(1, remote)
+        if (t !== "none") Metrics.railPauses.child(local, t).update(1, remote)
         return [undefined, after, t] as const
       })
 

@@ -3,23 +3,38 @@
  * health and core packages import them from here: rpc is the package all of them depend on).
  *
  * A metric is an Effect `Metric` in the global registry, so `Metric.value`, `Metric.snapshot` and any exporter read
- * it. Its label sets are bounded and resolved once: a {@link CounterFamily} hands out the registry's hook of one
- * label set ({@link CounterFamily.child}), and code increments it with a plain synchronous `hook.update(1)` — no
- * Effect, no tag array, no registry lookup per increment. A peer label is added only while
- * {@link setPeerLabels} is on (off by default: it is one time series per peer; `@tent/core`'s `Metrics` exposes the
- * switch).
+ * it. Its label sets are bounded and resolved once: a {@link Family} hands out a {@link Series} per label set
+ * ({@link Family.child}) holding the registry's hook for it, and code increments that with a plain synchronous
+ * `series.update(1)` — no Effect, no tag array, no registry lookup per increment. (`Metric.tagged` followed by
+ * `unsafeUpdate` would cost a new tag array, and so a registry lookup with key hashing, on every call: Effect 3.22's
+ * hook cache is keyed by the tag array's identity.) A peer label is added only while {@link setPeerLabels} is on (off
+ * by default: it is one series per peer; `@tent/core`'s `Metrics` exposes the switch).
  *
- * Names as exported. Counters are created `incremental: true` and already end in `_total`: `@effect/opentelemetry`
- * turns an incremental Effect counter into a monotonic OpenTelemetry `Sum` named as the Effect metric (the key's name,
- * unchanged; its unit is the label `unit` or `time_unit` if present, else `"1"` — no tent metric has such a label),
- * and OpenTelemetry's Prometheus exporter appends `_total` to a monotonic sum only when its name does not already end
- * in `_total`, and appends nothing for the unit (it writes a `# UNIT` line). So `tent_x_total` is scraped as
- * `tent_x_total`. A non-incremental counter would come out as a Prometheus gauge: none is used. A histogram is an
- * OpenTelemetry histogram: `tent_x_seconds_bucket{le=…}`, `tent_x_seconds_sum`, `tent_x_seconds_count`.
+ * Names as exported. Counters are created `incremental: true` and already end in `_total`. As read in
+ * `@effect/opentelemetry` 0.64.1 (`internal/metrics.ts`): an incremental Effect counter becomes a monotonic
+ * OpenTelemetry `Sum` (instrument type `COUNTER`) named as the Effect metric, unchanged; its unit is the value of a
+ * label named `unit` or `time_unit` if there is one, else `"1"` (no tent metric has such a label); a non-incremental
+ * counter becomes an up-down counter, i.e. a Prometheus gauge (none is used). In `@opentelemetry/exporter-prometheus`
+ * 0.223.0 (`PrometheusSerializer`): `_total` is appended to a monotonic sum only when its name does not already end
+ * in `_total`, and the unit is written as a `# UNIT` line, never appended to the name. So `tent_x_total` is scraped as
+ * `tent_x_total`; a histogram `tent_x_seconds` as `tent_x_seconds_bucket{le=…}`, `tent_x_seconds_sum` and
+ * `tent_x_seconds_count`.
  *
  * @since 0.1.0
  */
-import { Metric, MetricBoundaries, type MetricHook, MetricKey, type MetricKeyType, MetricLabel } from "effect"
+import {
+  Cause,
+  type Effect,
+  Exit,
+  Metric,
+  MetricBoundaries,
+  type MetricHook,
+  MetricKey,
+  type MetricKeyType,
+  MetricLabel,
+  Option
+} from "effect"
+import { TransportFailure } from "./Errors.js"
 
 /** One metric as documented and exported: what the README's metrics table lists. */
 export interface CatalogEntry {
@@ -177,6 +192,61 @@ export const callFailures = counter(
   ["method", "reason"],
   { peer: true }
 )
+
+/** One method's series, resolved on its first call. */
+interface MethodSeries {
+  readonly ok: Series
+  readonly error: Series
+  readonly transportFailure: Series
+  readonly failures: Readonly<Record<TransportFailure["reason"], Series>>
+}
+
+const methodSeries = new Map<string, MethodSeries>()
+const seriesOf = (tag: string): MethodSeries => {
+  let m = methodSeries.get(tag)
+  if (m === undefined) {
+    const method = (METHODS as ReadonlyArray<string>).includes(tag) ? tag : "other"
+    m = methodSeries.get(method)
+    if (m === undefined) {
+      m = {
+        ok: callDuration.child(method, "ok"),
+        error: callDuration.child(method, "error"),
+        transportFailure: callDuration.child(method, "transport_failure"),
+        failures: {
+          Refused: callFailures.child(method, "Refused"),
+          Closed: callFailures.child(method, "Closed"),
+          Timeout: callFailures.child(method, "Timeout"),
+          Protocol: callFailures.child(method, "Protocol")
+        }
+      }
+      methodSeries.set(method, m)
+    }
+    methodSeries.set(tag, m)
+  }
+  return m
+}
+
+/**
+ * Observes one control-plane call that ended with `result` (an `Exit`): its duration since `start`
+ * (`performance.now()`), by outcome — `ok`, `error` (the peer's typed reply error), `transport_failure` — and a
+ * transport failure by reason.
+ */
+export const observeCall = (
+  method: string,
+  address: string,
+  start: number,
+  result: Effect.Effect<unknown, unknown>
+) => {
+  if (!Exit.isExit(result)) return
+  const m = seriesOf(method)
+  const seconds = (performance.now() - start) / 1000
+  if (Exit.isSuccess(result)) return m.ok.update(seconds)
+  const failure = Cause.failureOption(result.cause)
+  if (Option.isSome(failure) && failure.value instanceof TransportFailure) {
+    m.transportFailure.update(seconds)
+    m.failures[failure.value.reason].update(1, address)
+  } else m.error.update(seconds)
+}
 
 /** This package's metrics. */
 export const catalog: ReadonlyArray<CatalogEntry> = [callDuration.entry, callFailures.entry]

@@ -4,6 +4,7 @@ import { DataTooLarge, NotificationTooLarge, SegmentRangeInvalid, TransportFailu
 import { parseAddress } from "./internal/address.js"
 import { dataSpecByTag, maxFrameBytes, type RpcSpec, specByTag } from "./internal/codec.js"
 import { Connection } from "./internal/connection.js"
+import * as Metrics from "./Metrics.js"
 import type { BootstrapDesc, Notification, SegmentDesc } from "./Models.js"
 import { defaults, RpcConfig } from "./RpcConfig.js"
 
@@ -111,12 +112,20 @@ export const make: Effect.Effect<RpcAgentShape, never, RpcConfig | Scope.Scope> 
     return c
   }
 
-  /** Sends one request; the connection is looked up each time the effect runs (a rerun after a failure gets a new one). */
+  /**
+   * Sends one request; the connection is looked up each time the effect runs (a rerun after a failure gets a new one).
+   * Its time to the reply is observed in `tent_rpc_call_duration_seconds`, a transport failure counted by reason.
+   */
   const send = (address: string, spec: RpcSpec, payload: unknown, timeoutMs: number) =>
     Effect.async<unknown, unknown>((resume) => {
+      const start = performance.now()
+      const done = (result: Effect.Effect<unknown, unknown>) => {
+        Metrics.observeCall(spec.tag, address, start, result)
+        resume(result)
+      }
       const c = connection(address)
-      if (c instanceof TransportFailure) return resume(Exit.fail(c))
-      return c.call(spec, payload, timeoutMs, resume)
+      if (c instanceof TransportFailure) return done(Exit.fail(c))
+      return c.call(spec, payload, timeoutMs, done)
     })
 
   const timeouts: Record<ControlPlaneTag, number> = {

@@ -12,6 +12,7 @@
 import type { Notification } from "@tent/rpc"
 import { Cause, Context, Effect, Layer, Runtime } from "effect"
 import { type DecodedFrame, Dedup, type DedupShape, type Stamp } from "../Dedup.js"
+import * as Metrics from "../Metrics.js"
 import type { QueueKind } from "../NotificationRouting.js"
 
 type Resume = (effect: Effect.Effect<void>) => void
@@ -165,6 +166,7 @@ export class Delivery {
         sub.handler(n)
       } catch (error) {
         this.counters.handlerErrors++
+        Metrics.handlerError.update(1)
         try {
           this.onHandlerError(error)
         } catch {

@@ -132,7 +132,7 @@ export class EndpointStore {
     }
     this.unlink(victim)
     this.evictions++
-    victim.ep.retireNoLock()
+    victim.ep.retireNoLock("evicted")
     this.waiting.add(victim.ep)
   }
 

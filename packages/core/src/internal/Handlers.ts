@@ -9,6 +9,7 @@
 import type { Notification } from "@tent/rpc"
 import { BootstrapRejected, ControlPlane, type ControlPlaneHandlers } from "@tent/rpc"
 import { Effect, type Layer } from "effect"
+import * as Metrics from "../Metrics.js"
 import { NotificationRouting } from "../NotificationRouting.js"
 import { EngineDelivery } from "./Delivery.js"
 import { RdmaTransport } from "./rdma/RdmaTransport.js"
@@ -31,7 +32,10 @@ export const make: Effect.Effect<
     tcp !== undefined
       ? tcp.onNotify
       : routing.rpcCallback === "engine"
-        ? (n, from) => void delivery.fromNotify(from, n)
+        ? (n, from) => {
+            // No TCP transport: a `Notify` taken by the engine itself is counted as the control plane's.
+            if (delivery.fromNotify(from, n)) Metrics.received.rpc.update(1)
+          }
         : undefined
 
   return ControlPlane.toLayer({

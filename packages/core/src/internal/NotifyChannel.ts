@@ -18,9 +18,10 @@ import {
   type SendWr,
   WrOpcode
 } from "@tent/verbs"
-import { Duration, Effect, type Scope } from "effect"
+import { Duration, Effect, Exit, type Scope } from "effect"
 import type { DedupShape, Stamp } from "../Dedup.js"
 import type { EndpointUnavailable } from "../Errors.js"
+import * as Metrics from "../Metrics.js"
 import { SLOT_BYTES } from "../NotifyFrame.js"
 import type { PeerHealthPolicyShape } from "../PeerHealth.js"
 import type { PendingNotification, ResendShape } from "../Resend.js"
@@ -169,7 +170,7 @@ export class NotifyChannel {
   /**
    * Waits for a free send slot (TENT: a condition variable without timeout; the `PeerHealth` seam may bound it, and
    * may say the peer is unreachable, when it fails at once): succeeds when a slot is free or the channel stopped
-   * being connected.
+   * being connected. Each wait is observed in `tent_notify_slot_wait_seconds` (outcome `ok` or `timeout`).
    */
   readonly awaitSlot: Effect.Effect<void, EndpointUnavailable> = Effect.suspend(() => {
     if (!this.connected || this.pending < NOTIFY_SLOTS) return Effect.void
@@ -199,7 +200,18 @@ export class NotifyChannel {
               onTimeout: () => this.unavailable(`no free notify send slot within ${Duration.format(bound)}`)
             })
           )
-    return Effect.zipRight(bounded, this.awaitSlot)
+    const start = performance.now()
+    const observed = Effect.onExit(bounded, (exit) =>
+      Effect.sync(() => {
+        const seconds = (performance.now() - start) / 1000
+        if (Exit.isSuccess(exit)) Metrics.slotWaitOk.update(seconds)
+        else if (!Exit.isInterrupted(exit)) {
+          Metrics.slotWaitTimedOut.update(seconds)
+          Metrics.slotTimeout.update(1)
+        }
+      })
+    )
+    return Effect.zipRight(observed, this.awaitSlot)
   })
 
   /**

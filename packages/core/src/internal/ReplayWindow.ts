@@ -14,6 +14,7 @@
  * @since 0.1.0
  */
 import { engineKeys } from "../EngineConfig.js"
+import * as Metrics from "../Metrics.js"
 
 /** Seqs a window remembers below and including its high-water mark (4096 bits, 512 bytes). */
 export const WINDOW_SIZE = 4096
@@ -281,8 +282,13 @@ export class SessionTable {
       this.counters.accepted++
       return true
     }
-    if (verdict === Verdict.Duplicate) this.counters.duplicates++
-    else this.counters.tooOld++
+    if (verdict === Verdict.Duplicate) {
+      this.counters.duplicates++
+      Metrics.duplicate.update(1)
+    } else {
+      this.counters.tooOld++
+      Metrics.tooOld.update(1)
+    }
     return false
   }
 
@@ -325,14 +331,17 @@ export class SessionTable {
     if (stale !== NONE) {
       this.remove(stale)
       this.counters.expired++
+      Metrics.sessionExpired.update(1)
     }
     while (this.head !== NONE && now - (this.lastSeen[this.head] as number) > this.sessionTtlMs) {
       this.remove(this.head)
       this.counters.expired++
+      Metrics.sessionExpired.update(1)
     }
     while (this.size >= this.maxSessions) {
       this.remove(this.head)
       this.counters.evictions++
+      Metrics.sessionEvicted.update(1)
     }
     const slot = this.alloc()
     SPLIT[0] = session

@@ -9,7 +9,7 @@ import { Effect, Queue, type Scope } from "effect"
 import { Resend, type ResendPaths } from "../Resend.js"
 import { RdmaTransport } from "./rdma/RdmaTransport.js"
 import { EngineAgent, ResendQueue } from "./Services.js"
-import { notifyVia, TcpTransport } from "./TcpTransport.js"
+import { notifyRpc, TcpTransport } from "./TcpTransport.js"
 
 /** Forks the resend fiber in the scope. */
 export const start: Effect.Effect<
@@ -36,7 +36,7 @@ export const start: Effect.Effect<
         : rdma.sendVia(device, segment, peerNic, n, stamp)
     },
     viaTcp: (segment, n) => (tcp === undefined ? unavailable("the TCP transport") : tcp.sendNotification(segment, n)),
-    viaControlPlane: (segment, n) => notifyVia(agent, cache, segment, n)
+    viaControlPlane: (segment, n) => notifyRpc(agent, cache, segment, n)
   }
   yield* Effect.forkScoped(
     Effect.forever(Effect.flatMap(Queue.take(queue), (channel) => resend.onRetire(channel, paths)))

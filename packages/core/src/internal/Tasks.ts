@@ -7,6 +7,7 @@
 import type { BufferDesc, SegmentDesc } from "@tent/rpc"
 import { Effect } from "effect"
 import type { RdmaTransferFailed, TransferTimeout } from "../Errors.js"
+import * as Metrics from "../Metrics.js"
 import type { TcpDataError } from "./TcpTransport.js"
 
 /** One transfer request (TENT `Request`). */
@@ -116,6 +117,8 @@ export class TaskBoard {
     if (ok) {
       task.done++
       task.bytes += length
+      const via = task.plan.candidates[task.priority]
+      if (via !== undefined) Metrics.bytes[task.plan.req.opcode === "READ" ? "read" : "write"][via].update(length)
     } else if (!task.failed) {
       task.failed = true
       task.error = error

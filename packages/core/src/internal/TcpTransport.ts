@@ -18,6 +18,7 @@ import type { DataTooLarge, InvalidEntry, Notification, NotificationTooLarge, Se
 import { DescriptorCache, NeedsRefreshCache, type TransportFailure } from "@tent/rpc"
 import { Context, Effect, Layer, Queue, type Scope } from "effect"
 import { EngineConfig } from "../EngineConfig.js"
+import * as Metrics from "../Metrics.js"
 import { EngineDelivery } from "./Delivery.js"
 import { LocalSegment } from "./LocalSegment.js"
 import { EngineAgent } from "./Services.js"
@@ -84,6 +85,15 @@ export const notifyVia = (
   n: Notification
 ): Effect.Effect<void, TcpNotifyError> => atPeer(cache, segment, (address) => agent.notify(address, n))
 
+/** {@link notifyVia} as the control plane's own sender (the last of a route, the resend's last path): counted `rpc`. */
+export const notifyRpc = (
+  agent: Context.Tag.Service<EngineAgent>,
+  cache: DescriptorCache.DescriptorCacheShape,
+  segment: string,
+  n: Notification
+): Effect.Effect<void, TcpNotifyError> =>
+  Effect.tap(notifyVia(agent, cache, segment, n), () => Metrics.sent.rpc.update(1, segment))
+
 /** One slice of a request carried by TCP. */
 interface TcpSlice {
   readonly task: Task
@@ -122,7 +132,10 @@ export const make = Effect.gen(function* () {
           let last: TcpDataError | undefined
           for (let attempt = 0; attempt < maxRetryCount; attempt++) {
             if (s.task.failed || s.attempt !== s.task.attempt) return // the task failed already, or was resubmitted
-            if (attempt > 0) yield* Effect.sleep(tcpRetryDelay(attempt, retryBaseDelayMs, retryMaxDelayMs))
+            if (attempt > 0) {
+              Metrics.sliceRetry.update(1)
+              yield* Effect.sleep(tcpRetryDelay(attempt, retryBaseDelayMs, retryMaxDelayMs))
+            }
             const r = s.write
               ? yield* Effect.either(
                   count(
@@ -185,10 +198,11 @@ export const make = Effect.gen(function* () {
     sendNotification: (segment, n) =>
       Effect.tap(notifyVia(agent, cache, segment, n), () => {
         counters.sent++
+        Metrics.sent.tcp.update(1, segment)
       }),
     onNotify: (n, from) => {
       counters.received++
-      delivery.fromNotify(from, n)
+      if (delivery.fromNotify(from, n)) Metrics.received.tcp.update(1)
     }
   } satisfies TcpTransportShape
 })

@@ -11,6 +11,7 @@
  */
 import { type CompletionQueue, WcOpcode, WcStatus, WorkCompletion } from "@tent/verbs"
 import { DecodedFrame, type DedupShape } from "../../Dedup.js"
+import * as Metrics from "../../Metrics.js"
 import type { QpRetirementShape } from "../../QpRetirement.js"
 import type { Delivery } from "../Delivery.js"
 import { NOTIFY_SLOT_BYTES, NOTIFY_SLOTS, SEND_WR_BASE } from "../NotifyChannel.js"
@@ -90,6 +91,7 @@ export const start = (options: {
     const buf = ep.notify.receiveBuffer
     if (buf === undefined || index < 0 || index >= NOTIFY_SLOTS || byteLen > NOTIFY_SLOT_BYTES) {
       counters.malformed++
+      Metrics.rejectedSlot.update(1)
       return
     }
     if (byteLen === 0) {
@@ -97,12 +99,15 @@ export const start = (options: {
       return
     }
     const rc = dedup.decode(buf, index * NOTIFY_SLOT_BYTES, byteLen, frame)
-    if (rc !== 0) counters.malformed++
-    else {
+    if (rc !== 0) {
+      counters.malformed++
+      Metrics.rejected(rc).update(1)
+    } else {
       // A stamped frame is admitted with the clock read once per pass (see `Dedup.admit`).
       if (frame.stamped && passNow < 0) passNow = performance.now()
       if (delivery.fromFrame("rdma", ep.peerNicPath, buf, frame, frame.stamped ? passNow : undefined)) {
         counters.received++
+        Metrics.received.rdma.update(1, ep.segment)
       } else counters.duplicates++
     }
     repost(ep, index)
@@ -122,6 +127,7 @@ export const start = (options: {
       if (w.status === WcStatus.WR_FLUSH_ERR && notReady) counters.flushed++
       else {
         counters.notifyErrors++
+        Metrics.notifyQpError.update(1)
         // Disabled before the unit is counted out: the pending table handed to the resend still holds this send.
         if (retirement.onNotifyError === "disable" && ep !== undefined) ep.disableNotify()
       }
@@ -134,6 +140,7 @@ export const start = (options: {
     }
     if (ep === undefined) {
       counters.unknownQp++
+      Metrics.unknownQp.update(1)
       return
     }
     if (isSend) {

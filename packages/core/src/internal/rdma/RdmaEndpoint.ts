@@ -28,6 +28,7 @@ import {
 import { type Clock, Deferred, Effect, ExecutionStrategy, Exit, FiberId, Scope } from "effect"
 import type { EndpointParams } from "../../EngineConfig.js"
 import { EndpointUnavailable } from "../../Errors.js"
+import * as Metrics from "../../Metrics.js"
 import type { NotifyQpParamsShape } from "../../NotifyQpParams.js"
 import type { QpRetirementShape } from "../../QpRetirement.js"
 import type { RetiringChannel } from "../../Resend.js"
@@ -262,7 +263,7 @@ export class RdmaEndpoint {
           this.notify.connected = false
         }
       }
-    }).pipe(Effect.tapError(() => Effect.sync(() => this.retireNoLock())))
+    }).pipe(Effect.tapError(() => Effect.sync(() => this.retireNoLock("setup_failed"))))
   }
 
   private setupNotifyQp(
@@ -307,6 +308,9 @@ export class RdmaEndpoint {
         )
       })
       return attempt.pipe(
+        Effect.withSpan("tent.endpoint.connect", {
+          attributes: { peer: this.peerNicPath, local: this.device.name, segment: this.segment }
+        }),
         Effect.onExit((exit) =>
           Effect.sync(() => {
             this.connecting = undefined
@@ -330,7 +334,7 @@ export class RdmaEndpoint {
           const same =
             peer.qp_num.length === this.peerQpNums.length && peer.qp_num.every((q, i) => q === this.peerQpNums[i])
           if (same) return Effect.succeed(reply)
-          this.retireNoLock()
+          this.retireNoLock("reconnect")
           return Effect.fail(new BootstrapRejected({ message: "Endpoint retired for reconnection from peer" }))
         }
         if (this.status !== "HANDSHAKING") {
@@ -371,6 +375,7 @@ export class RdmaEndpoint {
    * nothing left). The endpoint stays READY for data.
    */
   disableNotify(): void {
+    if (this.notify.connected) Metrics.notifyQpDisable.update(1)
     const inFlight = this.notify.pending
     this.notify.pending = 0
     this.handOver("disable", inFlight)
@@ -382,8 +387,9 @@ export class RdmaEndpoint {
    * READY, every data QP and then the notify QP go to ERR. Synchronous; callers that do not hold the lock use
    * {@link retire}.
    */
-  retireNoLock(): void {
+  retireNoLock(cause: Metrics.RetireCause = "reset"): void {
     if (this.status === "DESTROYING" || this.status === "DESTROYED") return
+    Metrics.retired(cause).update(1, this.segment)
     const previous = this.status
     this.status = "DESTROYING"
     this.destroyStart = this.host.clock.unsafeCurrentTimeMillis()
@@ -402,6 +408,11 @@ export class RdmaEndpoint {
   readonly retire: Effect.Effect<void> = Effect.suspend(() =>
     this.lock.withPermits(1)(Effect.sync(() => this.retireNoLock()))
   )
+
+  /** {@link retire}, counted under `cause` (`tent_endpoint_retirements_total`). */
+  retireFor(cause: Metrics.RetireCause): Effect.Effect<void> {
+    return this.lock.withPermits(1)(Effect.sync(() => this.retireNoLock(cause)))
+  }
 
   /**
    * TENT `finishDestroy` (the store's reclaim): true once DESTROYED. Waits while data QPs have work outstanding
@@ -427,7 +438,7 @@ export class RdmaEndpoint {
   readonly deconstruct: Effect.Effect<void> = Effect.suspend(() =>
     this.lock.withPermits(1)(
       Effect.zipRight(
-        Effect.sync(() => this.retireNoLock()),
+        Effect.sync(() => this.retireNoLock("shutdown")),
         this.deconstructUnlocked
       )
     )

@@ -13,6 +13,7 @@ import { Context, Duration, Effect, ExecutionStrategy, Layer, Queue, Scope } fro
 import { Dedup, type Stamp } from "../../Dedup.js"
 import { EngineConfig } from "../../EngineConfig.js"
 import { EndpointUnavailable } from "../../Errors.js"
+import * as Metrics from "../../Metrics.js"
 import { NotifyQpParams } from "../../NotifyQpParams.js"
 import { PeerHealthPolicy } from "../../PeerHealth.js"
 import { QpRetirement } from "../../QpRetirement.js"
@@ -86,8 +87,8 @@ export interface RdmaTransportShape {
     target: PeerTarget,
     peerNic: string
   ) => Effect.Effect<RdmaEndpoint, RdmaError | TransportFailure | BootstrapRejected | EndpointUnavailable>
-  /** TENT `resetConnection`: retire and hand to the store's reclaim. From any fiber. */
-  readonly resetConnection: (ep: RdmaEndpoint) => Effect.Effect<void>
+  /** TENT `resetConnection`: retire (counted under `cause`, default `reset`) and hand to the store's reclaim. */
+  readonly resetConnection: (ep: RdmaEndpoint, cause?: Metrics.RetireCause) => Effect.Effect<void>
   /**
    * The highest `notify_proto` the peer `segment` advertised in a bootstrap with one of this transport's endpoints
    * (0 when none: a peer never bootstrapped with, or one that predates the field).
@@ -198,13 +199,18 @@ export const make = Effect.gen(function* () {
       return ep
     })
 
-  const resetConnection = (ep: RdmaEndpoint): Effect.Effect<void> =>
+  const resetConnection = (ep: RdmaEndpoint, cause: Metrics.RetireCause = "reset"): Effect.Effect<void> =>
     Effect.zipRight(
-      ep.retire,
+      cause === "reset" ? ep.retire : ep.retireFor(cause),
       Effect.sync(() => (ep.device as RdmaDevice).store.remove(ep))
     )
 
   const onBootstrap = (desc: BootstrapDesc): Effect.Effect<BootstrapDesc, BootstrapRejected> =>
+    Effect.withSpan(acceptEndpoint(desc), "tent.endpoint.accept", {
+      attributes: { peer: desc.local_nic_path, local: desc.peer_nic_path }
+    })
+
+  const acceptEndpoint = (desc: BootstrapDesc): Effect.Effect<BootstrapDesc, BootstrapRejected> =>
     Effect.gen(function* () {
       const local = parseNicPath(desc.peer_nic_path)
       const remote = parseNicPath(desc.local_nic_path)
@@ -237,6 +243,7 @@ export const make = Effect.gen(function* () {
       const rc = ep.notify.postNotification(n, stamp)
       if (rc === 0) {
         counters.sent++
+        Metrics.sent.rdma.update(1, ep.segment)
         return Effect.void
       }
       if (rc === TOO_LARGE) return Effect.fail(tooLarge(n))
@@ -298,6 +305,7 @@ export const make = Effect.gen(function* () {
     const rc = ep.notify.postNotification(n)
     if (rc === 0) {
       counters.sent++
+      Metrics.sent.rdma.update(1, segment)
       void (ep.device as RdmaDevice).store.get(ep.peerNicPath) // a use, for SIEVE (as the full path's lookup)
       return 0
     }

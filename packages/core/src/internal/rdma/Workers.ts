@@ -21,6 +21,7 @@ import { type QueuePair, SendFlags, type SendWr, WcStatus, type WorkCompletion, 
 import { Effect, Queue, type Scope } from "effect"
 import { EngineConfig } from "../../EngineConfig.js"
 import { RdmaTransferFailed, TransferTimeout } from "../../Errors.js"
+import * as Metrics from "../../Metrics.js"
 import { PeerHealthPolicy } from "../../PeerHealth.js"
 import { LocalSegment } from "../LocalSegment.js"
 import type { SliceTransport, Task, TaskBoard } from "../Tasks.js"
@@ -196,6 +197,7 @@ export const make = (
         )
         return true
       }
+      Metrics.sliceRetry.update(1)
       post(slice)
       return false
     }
@@ -301,7 +303,7 @@ export const make = (
     const disable = (ep: RdmaEndpoint, slice: Slice): Effect.Effect<void> =>
       Effect.zipRight(
         rails.recordError(ep.device.name, slice.peer.railKeys[slice.remote] as string),
-        ep.status === "READY" || ep.status === "HANDSHAKING" ? rdma.resetConnection(ep) : Effect.void
+        ep.status === "READY" || ep.status === "HANDSHAKING" ? rdma.resetConnection(ep, "data_error") : Effect.void
       )
 
     // The completion fiber: logged rail transitions and TENT's disableEndpoint on failures.
