@@ -31,7 +31,7 @@ const withoutFileParsers = {
 }
 
 await rm(outdir, { recursive: true, force: true })
-await build({
+const result = await build({
   absWorkingDir: here,
   entryPoints: { tent: "src/bin.ts", "probe-node": "src/probe/node.ts" },
   outdir,
@@ -42,6 +42,10 @@ await build({
   target: "node20",
   external: ["koffi"],
   plugins: [withoutFileParsers],
+  // Minified: V8 reads (and pre-parses) every byte of a module it loads, and the parser's and the engine's chunks are
+  // most of what a command costs before it runs; the source maps beside them map a stack trace back
+  // (`node --enable-source-maps`).
+  minify: true,
   define: { TENT_VERSION: JSON.stringify(version), TENT_BUNDLE: "true" },
   // Some dependencies are CommonJS and `require` node's own modules: give the bundle a `require`.
   banner: {
@@ -51,8 +55,13 @@ await build({
   sourcemap: true,
   sourcesContent: false,
   legalComments: "none",
-  logLevel: "warning"
+  logLevel: "warning",
+  metafile: process.env.TENT_BUNDLE_METAFILE !== undefined
 })
+// `TENT_BUNDLE_METAFILE=FILE pnpm build` writes esbuild's metafile (which module went into which chunk, and why).
+if (process.env.TENT_BUNDLE_METAFILE !== undefined) {
+  writeFileSync(process.env.TENT_BUNDLE_METAFILE, JSON.stringify(result.metafile))
+}
 
 const helpOf = (args) =>
   execFileSync(process.execPath, [`${outdir}/tent.js`, ...args, "--help"], {

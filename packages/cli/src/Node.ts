@@ -12,10 +12,10 @@ import { RailHealth } from "@tent/health"
 import { parseAddress } from "@tent/rpc"
 import { Ibverbs, SoftVerbs, type Verbs } from "@tent/verbs"
 import { type ConfigError, Context, Effect, Layer, type Scope } from "effect"
-import { configSource, type NodeOptions, softDeviceNames } from "./Options.js"
+import { configSource, type NodeOptions, softDeviceNames } from "./Argv.js"
 import { UsageFailure } from "./Render.js"
 
-export { configSource, defaultSoftDevices, type NodeOptions, nodeOptions, softDeviceNames } from "./Options.js"
+export { configSource, defaultSoftDevices, type NodeOptions, softDeviceNames } from "./Argv.js"
 
 /** The verbs provider of these options. */
 export const verbsLayer = (o: NodeOptions): Layer.Layer<Verbs, import("@tent/verbs").RdmaError> =>
@@ -50,15 +50,18 @@ export const makeEngine = (o: NodeOptions): Effect.Effect<TransferEngine.Transfe
 
 /**
  * Refuses, before any node starts, a peer that cannot be one: under the peer registry (`metadata_type` `p2p`, the
- * default) a segment's name is its node's `host:port`; under a central registry (`redis`) any name goes.
+ * default) a segment's name is its node's `host:port`; under a central registry (`redis`) any name goes. A `host:port`
+ * is a peer under either, so only another name reads the configuration here (the node reads it when it starts).
  */
 export const checkPeer = (o: NodeOptions, peer: string): Effect.Effect<void, UsageFailure | ConfigError.ConfigError> =>
-  Effect.flatMap(Effect.provide(EngineConfig.EngineConfig, EngineConfig.layer(configSource(o))), (settings) =>
-    settings.metadataType === "p2p" && parseAddress(peer) === undefined
-      ? Effect.fail(
-          new UsageFailure(
-            `${JSON.stringify(peer)} is not a peer address: under metadata_type p2p a peer is the host:port that \`tent serve\` printed (for example 127.0.0.1:12001, or [::1]:12001)`
-          )
-        )
-      : Effect.void
-  )
+  parseAddress(peer) !== undefined
+    ? Effect.void
+    : Effect.flatMap(Effect.provide(EngineConfig.EngineConfig, EngineConfig.layer(configSource(o))), (settings) =>
+        settings.metadataType === "p2p"
+          ? Effect.fail(
+              new UsageFailure(
+                `${JSON.stringify(peer)} is not a peer address: under metadata_type p2p a peer is the host:port that \`tent serve\` printed (for example 127.0.0.1:12001, or [::1]:12001)`
+              )
+            )
+          : Effect.void
+      )

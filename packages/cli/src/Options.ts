@@ -1,16 +1,14 @@
 /**
- * The options every node command shares (`--config`, `--provider`, `--arm`, `--soft-devices`) and what they parse
- * to. Light on purpose: the command line's parser and help load this module and not the engine (`Node.ts` builds the
- * engine once a command runs).
+ * The options every node command shares (`--config`, `--provider`, `--arm`, `--soft-devices`) as @effect/cli options.
+ * What they parse to, and what that means (device names, the configuration source), is in `Argv.ts`, which loads no
+ * parser: `tent send` and `tent devices` read their common forms without it.
  *
  * @since 0.1.0
  */
 import { Options } from "@effect/cli"
-import type { EngineConfig } from "@tent/core"
-import { Option } from "effect"
+import { arms, defaultSoftDevices, providers } from "./Argv.js"
 
-/** The SoftVerbs devices a node opens unless `--soft-devices` or `TENT_SOFT_DEVICES` says otherwise. */
-export const defaultSoftDevices = ["soft0", "soft1"] as const
+export { configSource, defaultSoftDevices, type NodeOptions, softDeviceNames } from "./Argv.js"
 
 /** Options every node command shares. */
 export const nodeOptions = {
@@ -20,15 +18,15 @@ export const nodeOptions = {
     ),
     Options.optional
   ),
-  provider: Options.choice("provider", ["soft", "ibverbs"]).pipe(
+  provider: Options.choice("provider", providers).pipe(
     Options.withDescription("verbs provider: soft (SoftVerbs, UDP on 127.0.0.1) or ibverbs (the system libibverbs)"),
-    Options.withDefault("soft" as const)
+    Options.withDefault(providers[0])
   ),
-  arm: Options.choice("arm", ["series", "legacy"]).pipe(
+  arm: Options.choice("arm", arms).pipe(
     Options.withDescription(
       "series = the RFC's Layers as built, selected by the config's keys (notification/rpc_fallback, ...); legacy = TENT main's behaviour"
     ),
-    Options.withDefault("series" as const)
+    Options.withDefault(arms[0])
   ),
   softDevices: Options.text("soft-devices").pipe(
     Options.withDescription(
@@ -37,27 +35,3 @@ export const nodeOptions = {
     Options.optional
   )
 }
-
-/** What {@link nodeOptions} parse to. */
-export interface NodeOptions {
-  readonly config: Option.Option<string>
-  readonly provider: "soft" | "ibverbs"
-  readonly arm: "series" | "legacy"
-  readonly softDevices: Option.Option<string>
-}
-
-/** The SoftVerbs device names of these options. */
-export const softDeviceNames = (o: Pick<NodeOptions, "softDevices">): ReadonlyArray<string> => {
-  const text = Option.getOrElse(o.softDevices, () => process.env.TENT_SOFT_DEVICES ?? defaultSoftDevices.join(","))
-  return text
-    .split(",")
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0)
-}
-
-/** The configuration source of these options: the file (if any) and this process's environment. */
-export const configSource = (o: Pick<NodeOptions, "config">): EngineConfig.ConfigSource =>
-  Option.match(o.config, {
-    onNone: () => ({ env: process.env }),
-    onSome: (file) => ({ file, env: process.env })
-  })

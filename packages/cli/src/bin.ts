@@ -3,8 +3,10 @@
  * `tent` entry point: the installed `tent` command (built into `dist/bin/tent.js` by `pnpm build`) and `pnpm tent`
  * (this file through tsx). Answers without loading anything else: `tent --version`, and, in the built command,
  * `tent --help` and `tent <command> --help` from `help.json` (each command's help as the parser prints it to a pipe,
- * recorded by the build). Everything else loads the parser (`Main.ts`), which loads a command's body only when that
- * command runs. `TENT_CLI_FAST=0` turns the answers off (the parser answers instead).
+ * recorded by the build). Everything else loads `Main.ts`, which runs `tent send` and `tent devices` (their common
+ * forms, read exactly by `Argv.readHot`) without the parser and every other command line through it, and loads a
+ * command's body only when that command runs. `TENT_CLI_FAST=0` turns the answers and the exact reading off (the
+ * parser reads every command line).
  *
  * @since 0.1.0
  */
@@ -34,5 +36,6 @@ if (text !== undefined) process.stdout.write(text)
 else {
   // Node ≥ 22.1 keeps the compiled parser and commands between runs (its module compile cache); Node 20 has none.
   ;(NodeModule as { enableCompileCache?: () => unknown }).enableCompileCache?.()
-  await import("./Main.js")
+  const { main } = await import("./Main.js")
+  main(process.argv, fast)
 }

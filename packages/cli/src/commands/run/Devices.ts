@@ -6,7 +6,7 @@
 import { EngineConfig } from "@tent/core"
 import { Ibverbs } from "@tent/verbs"
 import { Console, Effect, Option } from "effect"
-import { configSource, softDeviceNames } from "../../Options.js"
+import { configSource, softDeviceNames } from "../../Argv.js"
 import { describe, failWith } from "../../Render.js"
 import type { DevicesOptions } from "../Devices.js"
 

@@ -1,0 +1,127 @@
+/**
+ * The command line without the parser: what the options every node command shares mean ({@link NodeOptions}, the
+ * default SoftVerbs devices, the configuration source), and {@link readHot}, an exact reader of the common forms of
+ * `tent send` and `tent devices`, the two commands whose start time matters, so that they run without loading
+ * @effect/cli. It reads only what it fully understands and leaves anything else (a typo, `--help`, `--provider=soft`,
+ * an option after a positional argument, a missing file) to the parser, which gives its usual answer or error; a test
+ * runs both on the same argument lists and requires the same result wherever this reader gives one.
+ *
+ * @since 0.1.0
+ */
+import { statSync } from "node:fs"
+import type { EngineConfig } from "@tent/core"
+import * as Option from "effect/Option"
+import type { DevicesOptions } from "./commands/Devices.js"
+import type { SendOptions } from "./commands/Send.js"
+
+/** The SoftVerbs devices a node opens unless `--soft-devices` or `TENT_SOFT_DEVICES` says otherwise. */
+export const defaultSoftDevices = ["soft0", "soft1"] as const
+
+/** `--provider`'s choices, the default first. */
+export const providers = ["soft", "ibverbs"] as const
+
+/** `--arm`'s choices, the default first. */
+export const arms = ["series", "legacy"] as const
+
+/** What the options every node command shares (`--config`, `--provider`, `--arm`, `--soft-devices`) parse to. */
+export interface NodeOptions {
+  readonly config: Option.Option<string>
+  readonly provider: (typeof providers)[number]
+  readonly arm: (typeof arms)[number]
+  readonly softDevices: Option.Option<string>
+}
+
+/** The SoftVerbs device names of these options. */
+export const softDeviceNames = (o: Pick<NodeOptions, "softDevices">): ReadonlyArray<string> => {
+  const text = Option.getOrElse(o.softDevices, () => process.env.TENT_SOFT_DEVICES ?? defaultSoftDevices.join(","))
+  return text
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0)
+}
+
+/** The configuration source of these options: the file (if any) and this process's environment. */
+export const configSource = (o: Pick<NodeOptions, "config">): EngineConfig.ConfigSource =>
+  Option.match(o.config, {
+    onNone: () => ({ env: process.env }),
+    onSome: (file) => ({ file, env: process.env })
+  })
+
+/** A command line {@link readHot} read: the command and its options, as the parser would have given them. */
+export type Hot =
+  | { readonly command: "devices"; readonly options: DevicesOptions }
+  | { readonly command: "send"; readonly options: SendOptions }
+
+/** Whether `path` is an existing file (as `--config`, an `Options.file` with `exists: "yes"`, requires). */
+const isFile = (path: string): boolean => {
+  try {
+    return statSync(path).isFile()
+  } catch {
+    return false
+  }
+}
+
+/** The value options each hot command takes, and the values each accepts (`undefined`: any non-empty text). */
+const valued: Record<Hot["command"], Record<string, ReadonlyArray<string> | undefined>> = {
+  devices: { "--config": undefined, "--soft-devices": undefined },
+  send: {
+    "--config": undefined,
+    "--provider": providers,
+    "--arm": arms,
+    "--soft-devices": undefined
+  }
+}
+
+/**
+ * Reads `args` (the arguments after `tent`) when they are `devices [--json] [--config FILE] [--soft-devices LIST]` or
+ * `send [--config FILE] [--provider soft|ibverbs] [--arm series|legacy] [--soft-devices LIST] PEER NAME MSG`: each
+ * option once, spelled so, before the positional arguments, every value non-empty and not starting with `-`, FILE an
+ * existing file. Anything else is `undefined`: the parser reads it.
+ */
+export const readHot = (
+  args: ReadonlyArray<string>,
+  fileExists: (path: string) => boolean = isFile
+): Hot | undefined => {
+  const command = args[0]
+  if (command !== "devices" && command !== "send") return undefined
+  const takes = valued[command]
+  const values = new Map<string, string>()
+  let json = false
+  let i = 1
+  for (; i < args.length; i++) {
+    const a = args[i] as string
+    if (!a.startsWith("-")) break
+    if (command === "devices" && a === "--json" && !json) {
+      json = true
+      continue
+    }
+    if (!Object.hasOwn(takes, a) || values.has(a)) return undefined
+    const v = args[++i]
+    const choices = takes[a]
+    if (v === undefined || v === "" || v.startsWith("-")) return undefined
+    if (choices !== undefined && !choices.includes(v)) return undefined
+    if (a === "--config" && !fileExists(v)) return undefined
+    values.set(a, v)
+  }
+  const positional = args.slice(i)
+  if (positional.some((p) => p === "" || p.startsWith("-"))) return undefined
+  const config = Option.fromNullable(values.get("--config"))
+  const softDevices = Option.fromNullable(values.get("--soft-devices"))
+  if (command === "devices") {
+    return positional.length === 0 ? { command, options: { config, softDevices, json } } : undefined
+  }
+  const [peer, name, msg] = positional
+  if (positional.length !== 3 || peer === undefined || name === undefined || msg === undefined) return undefined
+  return {
+    command,
+    options: {
+      config,
+      provider: (values.get("--provider") ?? providers[0]) as NodeOptions["provider"],
+      arm: (values.get("--arm") ?? arms[0]) as NodeOptions["arm"],
+      softDevices,
+      peer,
+      name,
+      msg
+    }
+  }
+}
