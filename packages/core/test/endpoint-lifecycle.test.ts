@@ -74,6 +74,13 @@ const waitUntil = (cond: () => boolean, ms: number) =>
     return true
   })
 
+/** Polls `cond` every 10 ms of wall time (not the test clock, which a `TestClock` test never moves) until it holds or `ms` pass. */
+const realTimeUntil = (cond: () => boolean, ms: number) =>
+  Effect.promise(async () => {
+    const deadline = Date.now() + ms
+    while (!cond() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10))
+  })
+
 /** Sends one notification each way and waits (at most 5 s) until both arrived. */
 const notifyBothWays = (a: Side, b: Side, tag: string) =>
   Effect.gen(function* () {
@@ -214,8 +221,9 @@ describe("finishDestroy", () => {
         expect(ep.status).toBe("DESTROYING")
         expect(yield* ep.finishDestroy).toBe(false)
         expect(A.poller).toBeDefined()
-        // No hand call and no clock moved: the poller's next turn counts every flush out.
-        yield* Effect.promise(() => new Promise((r) => setTimeout(r, 50)))
+        // No hand call and no clock moved: the poller's next turns count every flush out (waited for in real time,
+        // at most 10 s: on a loaded machine one turn may take longer than any fixed sleep).
+        yield* realTimeUntil(() => ep.pending === 0 && ep.notify.recvPosted === 0, 10_000)
         expect([ep.pending, ep.notify.recvPosted]).toEqual([0, 0])
         expect(A.counters.flushed).toBe(5 + 256)
         expect(yield* ep.finishDestroy).toBe(true)
