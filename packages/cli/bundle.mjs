@@ -5,7 +5,7 @@
 // `help.json`, which `tent --help` and `tent <command> --help` print without loading the parser.
 import { execFileSync } from "node:child_process"
 import { readFileSync, writeFileSync } from "node:fs"
-import { rm } from "node:fs/promises"
+import { readFile, rm } from "node:fs/promises"
 import { fileURLToPath } from "node:url"
 import { build } from "esbuild"
 
@@ -30,6 +30,81 @@ const withoutFileParsers = {
   }
 }
 
+/**
+ * A workspace module that imports `{ EngineConfig } from "@tent/core"` (or `{ Effect } from "effect"`) is bundled as
+ * importing `EngineConfig.ts` (`effect/dist/esm/Effect.js`) itself. Code splitting makes a chunk of every module an
+ * index re-exports, used or not (esbuild follows every import of a module it keeps), so through the indexes every
+ * command would load all of Effect, and `tent devices` the whole engine to read its configuration. These indexes
+ * only re-export (`export * as X from`, `export { x } from`, `export * from`), so the module a name comes from is
+ * read off the index: the same module, the same binding. A name not found that way stays an import from the index;
+ * type-only names go (the bundle has no types).
+ */
+const directImports = {
+  name: "direct-imports",
+  setup(b) {
+    const indexes = new Map()
+    /** Each name the index of `spec` exports, by the absolute path of the module it comes from. */
+    const exportsOf = async (spec, resolveDir) => {
+      const known = indexes.get(spec)
+      if (known !== undefined) return known
+      const resolved = await b.resolve(spec, { kind: "import-statement", resolveDir })
+      const names = new Map()
+      indexes.set(spec, names)
+      if (resolved.errors.length > 0 || resolved.external) return names
+      const dir = resolved.path.slice(0, resolved.path.lastIndexOf("/") + 1)
+      const file = (f) => {
+        const ts = `${dir}${f}.ts`
+        return resolved.path.endsWith(".ts") ? ts : `${dir}${f}.js`
+      }
+      const index = readFileSync(resolved.path, "utf8")
+      for (const [, name, f] of index.matchAll(/^export \* as (\w+) from "\.\/([\w/]+)\.js";?$/gm)) {
+        names.set(name, { path: file(f), namespace: true })
+      }
+      for (const [, list, f] of index.matchAll(/^export \{([^}]*)\} from "\.\/([\w/]+)\.js";?$/gm)) {
+        for (const name of list
+          .split(",")
+          .map((n) => n.trim())
+          .filter((n) => /^\w+$/.test(n))) {
+          names.set(name, { path: file(f), namespace: false })
+        }
+      }
+      for (const [, f] of index.matchAll(/^export \* from "\.\/([\w/]+)\.js";?$/gm)) {
+        const source = readFileSync(file(f), "utf8")
+        for (const [, name] of source.matchAll(/^export (?:abstract )?(?:const|let|class|function\*?) (\w+)/gm)) {
+          names.set(name, { path: file(f), namespace: false })
+        }
+      }
+      return names
+    }
+    const bare = /^import \{([^}]*)\} from "(effect|@effect\/[\w-]+|@tent\/\w+)"$/gm
+    b.onLoad({ filter: /\/packages\/(cli|core|rpc|health|verbs)\/src\/.*\.ts$/ }, async (a) => {
+      const source = await readFile(a.path, "utf8")
+      const dir = a.path.slice(0, a.path.lastIndexOf("/"))
+      const specs = new Map()
+      for (const [, , spec] of source.matchAll(bare)) specs.set(spec, await exportsOf(spec, dir))
+      const contents = source.replace(bare, (whole, list, spec) => {
+        const names = specs.get(spec)
+        const direct = []
+        const rest = []
+        for (const item of list
+          .split(",")
+          .map((n) => n.trim())
+          .filter((n) => n.length > 0 && !n.startsWith("type "))) {
+          const [name, alias = name] = item.split(/\s+as\s+/)
+          const from = names.get(name)
+          if (from === undefined) rest.push(item)
+          else if (from.namespace) direct.push(`import * as ${alias} from ${JSON.stringify(from.path)}`)
+          else direct.push(`import { ${name} as ${alias} } from ${JSON.stringify(from.path)}`)
+        }
+        if (rest.length > 0) direct.push(`import { ${rest.join(", ")} } from "${spec}"`)
+        // As many lines as the import had, so the source map's lines still match.
+        return direct.join("; ") + "\n".repeat(whole.split("\n").length - 1)
+      })
+      return { contents, loader: "ts" }
+    })
+  }
+}
+
 await rm(outdir, { recursive: true, force: true })
 const result = await build({
   absWorkingDir: here,
@@ -41,7 +116,7 @@ const result = await build({
   platform: "node",
   target: "node20",
   external: ["koffi"],
-  plugins: [withoutFileParsers],
+  plugins: [withoutFileParsers, directImports],
   // Minified: V8 reads (and pre-parses) every byte of a module it loads, and the parser's and the engine's chunks are
   // most of what a command costs before it runs; the source maps beside them map a stack trace back
   // (`node --enable-source-maps`).
