@@ -7,9 +7,12 @@
  * fast while a peer was marked dead, a failure its caller saw). The frozen peer twice: the application frozen with its NIC alive (the RFC's rows) and the host frozen
  * (SIGSTOP, the soft NIC too), told apart by what the sender's NIC got back during the freeze. `--quick` divides the
  * control-plane timeouts (2 s) and the freeze (4 s) by 15 and keeps the retry counts. No probe child is left behind
- * after a run or an interrupted (SIGINT) run.
+ * after a run or an interrupted (SIGINT) run. While it runs, the live view (stderr piped here) prints each row's sent,
+ * received, duplicates dropped, fallbacks, resends and elapsed time, at most a line a second per arm; each row of
+ * `--json` carries the figures that explain it (resends by path and NIC pair, duplicates dropped, fallbacks).
  */
 import { afterEach, describe, expect, it } from "vitest"
+import { type Figures, noFigures, View } from "../src/probe/Live.js"
 import { alive, childrenOf, run, start, stopAll } from "./fixtures/cli.js"
 
 afterEach(stopAll)
@@ -30,7 +33,20 @@ interface Row {
   readonly unknownQp: number
   readonly duplicates: number
   readonly seconds: ReadonlyArray<number>
+  readonly duplicatesDropped: number
+  readonly fallbacks: number
+  readonly fallbacksVia: Readonly<Record<string, number>>
+  readonly resent: number
+  readonly resentVia: { readonly nicPair: number; readonly tcp: number; readonly controlPlane: number }
+  readonly resentPairs: Readonly<Record<string, number>>
+  readonly resendFailed: number
+  readonly elapsed: number
 }
+
+/** A live line through a pipe: `<row> <arm> <elapsed> s: sent …, received …, …`. */
+const LIVE =
+  /^(\S+) (legacy|series) (\d+\.\d) s: sent (\d+), received (\d+), duplicates dropped (\d+), fallbacks (\d+), resent (\d+)/
+const sum = (r: Readonly<Record<string, number>>) => Object.values(r).reduce((a, b) => a + b, 0)
 
 const WINDOW = 256
 /** `--quick`'s control-plane timeout and freeze. */
@@ -66,8 +82,35 @@ describe("tent probe (both arms, two processes)", () => {
       rows.find(
         (x) => x.scenario === sc && x.arm === arm && (x.freeze ?? "application") === (freeze ?? "application")
       ) as Row
+    // The live view, piped: lines of every row, at most one a second per arm (+1: the row's first line, printed
+    // as its processes start).
+    const live = r.stderr
+      .split("\n")
+      .map((l) => LIVE.exec(l))
+      .filter((m): m is RegExpExecArray => m !== null)
+    for (const x of rows) {
+      const lines = live.filter((m) => m[1] === key(x) && m[2] === x.arm)
+      expect(lines.length, `${key(x)} ${x.arm}`).toBeGreaterThan(0)
+      expect(lines.length, `${key(x)} ${x.arm}: ${lines.length} lines in ${x.elapsed} s`).toBeLessThanOrEqual(
+        Math.floor(x.elapsed) + 2
+      )
+      const sent = lines.map((m) => Number(m[4]))
+      expect(sent, `${key(x)} ${x.arm}: sent never goes back`).toEqual([...sent].sort((a, b) => a - b))
+    }
+    expect(live.some((m) => Number(m[4]) > 0 && Number(m[5]) > 0)).toBe(true)
+
     for (const x of rows) {
       const where = `${key(x)} ${x.arm}: ${JSON.stringify(x)}`
+      // The figures that explain the row: the resends by path add up, each NIC-pair resend is of a pair, and a row
+      // lasts at least as long as any of its calls.
+      expect(x.resent, where).toBe(x.resentVia.nicPair + x.resentVia.tcp + x.resentVia.controlPlane)
+      expect(sum(x.resentPairs), where).toBe(x.resentVia.nicPair)
+      expect(x.fallbacks, where).toBe(sum(x.fallbacksVia))
+      expect(x.elapsed, where).toBeGreaterThanOrEqual(Math.max(0, ...x.seconds))
+      if (x.arm === "legacy") {
+        // TENT main: no resend, no dedup window, no fallback.
+        expect(x, where).toMatchObject({ resent: 0, resendFailed: 0, duplicatesDropped: 0, fallbacks: 0 })
+      }
       expect(x.duplicates, where).toBe(0)
       expect(x.received, where).toBeLessThanOrEqual(x.sent)
       expect(x.ok + x.failed + x.notAttempted, where).toBe(x.sent)
@@ -84,6 +127,8 @@ describe("tent probe (both arms, two processes)", () => {
     expect(row(1, "legacy").received).toBeLessThanOrEqual(T / 4)
     expect(row(1, "legacy").failed).toBeGreaterThan(0)
     expect(row(1, "series")).toMatchObject({ received: T, failed: 0, end: true })
+    // what the disabled channel no longer carried went over TCP: a fallback per notification after the fault
+    expect(row(1, "series").fallbacksVia["rdma→tcp"]).toBeGreaterThanOrEqual(T - T / 8 - WINDOW)
 
     // 2: the receiver's notify QP to ERR. Legacy: the sender's failed completions leak their units, the window fills
     // and the sender blocks for good. Series: the channel is disabled (PR 1), the rest goes over TCP (PR 3), what
@@ -94,6 +139,9 @@ describe("tent probe (both arms, two processes)", () => {
     // what the failed channel had in flight when it closed: resent, not lost
     expect(row(2, "series").closedInFlight).toBeGreaterThan(0)
     expect(row(2, "series").closedInFlight).toBeLessThanOrEqual(WINDOW)
+    // ... by the resend, each one: on another NIC pair (the live view's "256 resent over mlx0→mlx1")
+    expect(row(2, "series").resent + row(2, "series").resendFailed).toBe(row(2, "series").closedInFlight)
+    expect(row(2, "series").resentVia.nicPair).toBeGreaterThan(0)
 
     // 3: retirement from another fiber with completions unpolled. Legacy: dropped as "unknown QP". Series: none
     // (PR 1), and what the retired endpoint had in flight is resent (PR 7): everything arrives.
@@ -155,6 +203,31 @@ describe("tent probe (both arms, two processes)", () => {
     expect(row(6, "series", "host").seconds[0]).toBeLessThan(HOLD)
     expect(T - row(6, "series", "host").received).toBeLessThanOrEqual(WINDOW + row(6, "series", "host").failed)
   }, 720_000)
+
+  it("the live view: in place on a terminal, at most one plain line a second per arm through a pipe", () => {
+    const f = (sent: number, elapsed: number): Figures => ({ ...noFigures, sent, received: sent, elapsed })
+    const tty: Array<string> = []
+    const onTty = new View({ isTTY: true, columns: 100, write: (t) => tty.push(t) })
+    onTty.update("series", "2 series", f(10, 1.5), "scenario 2 series: attempted 10/1600")
+    onTty.update("series", "2 series", f(20, 1.6), "")
+    onTty.clear()
+    expect(tty.slice(0, 2).every((t) => t.startsWith("\r\u001b[2K2 series ") && !t.includes("\n"))).toBe(true)
+    // cut to the terminal's width: no wrapped line left behind
+    expect(tty[0]).toHaveLength("\r\u001b[2K".length + 99)
+    expect(tty[1]).toContain("sent 20, received 20, duplicates dropped 0, fallbacks 0, resent 0")
+    expect(tty[2]).toBe("\r\u001b[2K")
+
+    let now = 0
+    const piped: Array<string> = []
+    const onPipe = new View({ isTTY: false, write: (t) => piped.push(t) }, () => now)
+    for (now = 0; now < 3000; now += 100) {
+      onPipe.update("legacy", "2 legacy", f(now, now / 1000), "")
+      onPipe.update("series", "2 series", f(now, now / 1000), "")
+    }
+    expect(piped.every((t) => t.endsWith("\n") && !t.includes("\r"))).toBe(true)
+    expect(piped.filter((t) => t.startsWith("2 legacy")).map((t) => LIVE.exec(t)?.[4])).toEqual(["0", "1000", "2000"])
+    expect(piped.filter((t) => t.startsWith("2 series"))).toHaveLength(3)
+  })
 
   it("an interrupted probe (SIGINT) leaves no child process behind", async () => {
     const probe = start(["probe", "--quick", "--arm", "legacy", "--only", "5"])

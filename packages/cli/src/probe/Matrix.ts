@@ -5,8 +5,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Fiber } from "effect"
+import { Effect, Either, Exit, Fiber } from "effect"
 import { type Child, type ChildFailure, spawnChild } from "./Children.js"
+import { combine, type Figures, fallbacks, noFigures, resent } from "./Live.js"
 
 /** An arm of the matrix: `legacy` is TENT `main` (`Series.legacy`); `series` is the RFC's Layers. */
 export type Arm = "legacy" | "series"
@@ -74,7 +75,25 @@ const setFrozen = (r: Child, freeze: Freeze, frozen: boolean): Effect.Effect<voi
     : Effect.asVoid(r.request({ cmd: "fault", kind: "freezeApp", frozen }))
 
 /** One row of the matrix (`--json` prints `rows` of these, without `note`). */
-export interface Row {
+export interface Row extends RowResult {
+  /** Copies the receiver's dedup window dropped (RFC PR 6; 0 under legacy). */
+  readonly duplicatesDropped: number
+  /** The initiator's notifications that fell back to a later transport, in all and by `from→to`. */
+  readonly fallbacks: number
+  readonly fallbacksVia: Readonly<Record<string, number>>
+  /** Pending notifications of the initiator's retired channels resent (RFC PR 7), in all and by path. */
+  readonly resent: number
+  readonly resentVia: Figures["resentVia"]
+  /** NIC-pair resends that went out, by `local NIC→peer NIC`. */
+  readonly resentPairs: Readonly<Record<string, number>>
+  /** Pending notifications the resend could not send. */
+  readonly resendFailed: number
+  /** Seconds from the start of the row's two processes to its end. */
+  readonly elapsed: number
+}
+
+/** What a scenario itself reports; {@link runRow} adds the children's figures ({@link Row}). */
+export interface RowResult {
   readonly scenario: Scenario
   /** How the peer was frozen (scenarios 4-6 and recovery); null for the others. */
   readonly freeze: Freeze | null
@@ -209,20 +228,67 @@ interface FaultResult {
   readonly completedWhileFrozen?: number
 }
 
-/** Reports a live line (the caller shows it on a TTY only). */
+/** Reports what a row is doing now (a phase of the live line). */
 export type Report = (line: string) => void
+
+/** Where a row reports while it runs: its phase, and its figures every `everyMs`. */
+export interface Live {
+  readonly report: Report
+  readonly figures: (f: Figures) => void
+  /** How often the figures are read from the children (a pipe shows a line a second: no need to read more). */
+  readonly everyMs: number
+}
+
+/** {@link Live} of one row, and where its last figures go. */
+interface RowLive extends Live {
+  readonly final: (f: Figures) => void
+}
+
+type ChildFigures = Omit<Figures, "elapsed">
+
+/** One `figures` reply (bounded: a frozen child does not answer). */
+const childFigures = (c: Child, timeoutMs: number) => c.request<ChildFigures>({ cmd: "figures" }, timeoutMs)
 
 const s = (ms: number) => Math.round(ms) / 1000
 const session = () => (Math.random() * 0xffffffff) >>> 0
 
-const pair = (arm: Arm, plan: Plan) =>
-  Effect.all(
-    [
-      spawnChild("receiver", { arm, config: nodeConfig(plan), segmentSize: 1 << 20 }),
-      spawnChild("initiator", { arm, config: nodeConfig(plan), segmentSize: 1 << 20 })
-    ],
-    { concurrency: 2 }
-  )
+/**
+ * A row's two children, with the live figures read from them until the row ends (a child that does not answer
+ * keeps its last figures: a SIGSTOPped receiver), and their last figures read as the row ends, before they stop.
+ */
+const pair = (arm: Arm, plan: Plan, live: RowLive) =>
+  Effect.gen(function* () {
+    const t0 = performance.now()
+    const [r, i] = yield* Effect.all(
+      [
+        spawnChild("receiver", { arm, config: nodeConfig(plan), segmentSize: 1 << 20 }),
+        spawnChild("initiator", { arm, config: nodeConfig(plan), segmentSize: 1 << 20 })
+      ],
+      { concurrency: 2 }
+    )
+    let fromI: ChildFigures = noFigures
+    let fromR: ChildFigures = noFigures
+    const read = (timeoutMs: number) =>
+      Effect.map(
+        Effect.all([Effect.either(childFigures(i, timeoutMs)), Effect.either(childFigures(r, timeoutMs))], {
+          concurrency: 2
+        }),
+        ([a, b]) => {
+          if (Either.isRight(a)) fromI = a.right
+          if (Either.isRight(b)) fromR = b.right
+          return combine(fromI, fromR, (performance.now() - t0) / 1000)
+        }
+      )
+    // Finalizers run last first: the live reads stop, then the last figures are read, then the children stop.
+    // (Not when the row failed or was interrupted: its children may not answer, and nothing shows the figures.)
+    yield* Effect.addFinalizer((exit) =>
+      Exit.isSuccess(exit) ? Effect.map(read(5000), (f) => live.final(f)) : Effect.void
+    )
+    yield* Effect.forkScoped(
+      Effect.forever(Effect.zipRight(Effect.map(read(1000), live.figures), Effect.sleep(live.everyMs)))
+    )
+    return [r, i] as const
+  })
 
 /**
  * A stream scenario: the fault runs once the initiator has attempted `at` notifications (of both kinds, or of the
@@ -233,7 +299,7 @@ const streamRow = (
   freeze: Freeze | null,
   arm: Arm,
   plan: Plan,
-  report: Report,
+  live: RowLive,
   fault:
     | {
         readonly at: number
@@ -244,10 +310,10 @@ const streamRow = (
       }
     | undefined,
   disableAt?: number
-): Effect.Effect<Row, ChildFailure> =>
+): Effect.Effect<RowResult, ChildFailure> =>
   Effect.scoped(
     Effect.gen(function* () {
-      const [r, i] = yield* pair(arm, plan)
+      const [r, i] = yield* pair(arm, plan, live)
       const total = 2 * plan.count
       yield* i.request({ cmd: "open", target: r.segment, warm: true }, rpcTimeout(plan) * 3 + 10_000)
       yield* i.request({
@@ -289,7 +355,7 @@ const streamRow = (
             )
           )
         }
-        report(
+        live.report(
           `scenario ${scenario} ${arm}: attempted ${p.attempted}/${total}, failed ${p.failed}, notify sends in flight ${p.pendingNotify}${faultFiber === undefined ? "" : faultEnded === 0 ? ", fault running" : ", fault done"}`
         )
         if (p.done) break
@@ -349,16 +415,16 @@ const streamRow = (
         duplicates: c.duplicates,
         seconds,
         note: `longest standalone call, then the next ones; ${notes.join("; ")}`
-      } satisfies Row
+      } satisfies RowResult
     })
   )
 
-const frozenSends = (freeze: Freeze, arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, ChildFailure> =>
+const frozenSends = (freeze: Freeze, arm: Arm, plan: Plan, live: RowLive): Effect.Effect<RowResult, ChildFailure> =>
   Effect.scoped(
     Effect.gen(function* () {
-      const [r, i] = yield* pair(arm, plan)
+      const [r, i] = yield* pair(arm, plan, live)
       yield* i.request({ cmd: "open", target: r.segment }, rpcTimeout(plan) * 3 + 10_000)
-      report(`scenario 4 ${arm}: receiver frozen (${freeze}), two sendNotification calls`)
+      live.report(`scenario 4 ${arm}: receiver frozen (${freeze}), two sendNotification calls`)
       yield* setFrozen(r, freeze, true)
       const reply = yield* i
         .request<{ calls: ReadonlyArray<{ ms: number; error: string | null }> }>(
@@ -386,16 +452,16 @@ const frozenSends = (freeze: Freeze, arm: Arm, plan: Plan, report: Report): Effe
         duplicates: c.duplicates,
         seconds: reply.calls.map((x) => s(x.ms)),
         note: `each call: ${errors} (control-plane timeout ${s(rpcTimeout(plan))} s)`
-      } satisfies Row
+      } satisfies RowResult
     })
   )
 
-const frozenTransfer = (freeze: Freeze, arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, ChildFailure> =>
+const frozenTransfer = (freeze: Freeze, arm: Arm, plan: Plan, live: RowLive): Effect.Effect<RowResult, ChildFailure> =>
   Effect.scoped(
     Effect.gen(function* () {
-      const [r, i] = yield* pair(arm, plan)
+      const [r, i] = yield* pair(arm, plan, live)
       yield* i.request({ cmd: "open", target: r.segment }, rpcTimeout(plan) * 3 + 10_000)
-      report(`scenario 5 ${arm}: receiver frozen (${freeze}), submitTransfer of 4 KiB with a notification`)
+      live.report(`scenario 5 ${arm}: receiver frozen (${freeze}), submitTransfer of 4 KiB with a notification`)
       yield* setFrozen(r, freeze, true)
       // RDMA slice attempts, then (failover on poll, TENT's default) the TCP attempts, each bounded by the timeout.
       const bound = rpcTimeout(plan) * (plan.maxRetry + TCP_ATTEMPTS + 2) + 10_000
@@ -424,18 +490,20 @@ const frozenTransfer = (freeze: Freeze, arm: Arm, plan: Plan, report: Report): E
         duplicates: c.duplicates,
         seconds: [s(reply.submitMs), s(reply.settledMs)],
         note: `submitTransfer returned, then the batch ended ${reply.status} (up to ${plan.maxRetry} RDMA attempts, each a ${s(rpcTimeout(plan))} s bootstrap timeout, then failover to TCP: up to ${TCP_ATTEMPTS} SendData calls of ${s(rpcTimeout(plan))} s)`
-      } satisfies Row
+      } satisfies RowResult
     })
   )
 
-const recovery = (freeze: Freeze, arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, ChildFailure> =>
+const recovery = (freeze: Freeze, arm: Arm, plan: Plan, live: RowLive): Effect.Effect<RowResult, ChildFailure> =>
   Effect.scoped(
     Effect.gen(function* () {
-      const [r, i] = yield* pair(arm, plan)
+      const [r, i] = yield* pair(arm, plan, live)
       yield* i.request({ cmd: "open", target: r.segment, warm: true }, rpcTimeout(plan) * 3 + 10_000)
       yield* setFrozen(r, freeze, true)
       yield* i.request({ cmd: "loop", target: r.segment, session: session() })
-      report(`recovery ${arm}: receiver frozen (${freeze}) for ${s(plan.holdMs)} s while the initiator keeps sending`)
+      live.report(
+        `recovery ${arm}: receiver frozen (${freeze}) for ${s(plan.holdMs)} s while the initiator keeps sending`
+      )
       yield* Effect.sleep(plan.holdMs)
       const t0 = Date.now()
       yield* setFrozen(r, freeze, false)
@@ -487,19 +555,43 @@ const recovery = (freeze: Freeze, arm: Arm, plan: Plan, report: Report): Effect.
           fresh === null
             ? `no notification sent after the resume got through within ${s(deadline - t0)} s`
             : `the first notification sent after the resume arrived, after a ${s(plan.holdMs)} s freeze; the initiator sent every 20 ms throughout${queued}${closedInFlight > 0 ? `; ${closedInFlight} sends reported ok were in flight on notify channels the sender closed` : ""}`
-      } satisfies Row
+      } satisfies RowResult
     })
   )
 
-/** Runs one row. */
-export const runRow = (entry: Entry, arm: Arm, plan: Plan, report: Report): Effect.Effect<Row, ChildFailure> => {
+/** Runs one row, reporting to `live` while it runs; the row comes with its children's last figures. */
+export const runRow = (entry: Entry, arm: Arm, plan: Plan, live: Live): Effect.Effect<Row, ChildFailure> =>
+  Effect.suspend(() => {
+    let last: Figures = noFigures
+    return Effect.map(
+      rowResult(entry, arm, plan, {
+        ...live,
+        final: (f) => {
+          last = f
+        }
+      }),
+      (result): Row => ({
+        ...result,
+        duplicatesDropped: last.duplicatesDropped,
+        fallbacks: fallbacks(last),
+        fallbacksVia: last.fallbacksVia,
+        resent: resent(last),
+        resentVia: last.resentVia,
+        resentPairs: last.resentPairs,
+        resendFailed: last.resendFailed,
+        elapsed: Math.round(last.elapsed * 10) / 10
+      })
+    )
+  })
+
+const rowResult = (entry: Entry, arm: Arm, plan: Plan, live: RowLive): Effect.Effect<RowResult, ChildFailure> => {
   const total = 2 * plan.count
   const freeze: Freeze = entry.freeze ?? "application"
   switch (entry.scenario) {
     case 1:
-      return streamRow(1, null, arm, plan, report, undefined, Math.floor(total / 8))
+      return streamRow(1, null, arm, plan, live, undefined, Math.floor(total / 8))
     case 2:
-      return streamRow(2, null, arm, plan, report, {
+      return streamRow(2, null, arm, plan, live, {
         at: plan.count,
         run: (r) =>
           Effect.map(r.request<{ endpoints: number }>({ cmd: "fault", kind: "notifyQpError" }), (x) => ({
@@ -507,7 +599,7 @@ export const runRow = (entry: Entry, arm: Arm, plan: Plan, report: Report): Effe
           }))
       })
     case 3:
-      return streamRow(3, null, arm, plan, report, {
+      return streamRow(3, null, arm, plan, live, {
         at: plan.count,
         run: (r) =>
           Effect.map(
@@ -520,7 +612,7 @@ export const runRow = (entry: Entry, arm: Arm, plan: Plan, report: Report): Effe
     case 6:
       // A quarter in: what is left (3/4 of the standalone sends) must outlast what a frozen application's NIC
       // takes (the 256 receives it has posted) plus the sender's window of 256, or no call would ever wait.
-      return streamRow(6, freeze, arm, plan, report, {
+      return streamRow(6, freeze, arm, plan, live, {
         at: Math.floor(plan.count / 4),
         standaloneAt: true,
         hold: true,
@@ -545,7 +637,7 @@ export const runRow = (entry: Entry, arm: Arm, plan: Plan, report: Report): Effe
           })
       })
     case "storm":
-      return streamRow("storm", null, arm, plan, report, {
+      return streamRow("storm", null, arm, plan, live, {
         at: STORM_EVERY,
         run: (r, i) =>
           Effect.gen(function* () {
@@ -577,10 +669,10 @@ export const runRow = (entry: Entry, arm: Arm, plan: Plan, report: Report): Effe
           })
       })
     case 4:
-      return frozenSends(freeze, arm, plan, report)
+      return frozenSends(freeze, arm, plan, live)
     case 5:
-      return frozenTransfer(freeze, arm, plan, report)
+      return frozenTransfer(freeze, arm, plan, live)
     case "recovery":
-      return recovery(freeze, arm, plan, report)
+      return recovery(freeze, arm, plan, live)
   }
 }

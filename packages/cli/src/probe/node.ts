@@ -9,7 +9,9 @@
  * for `holdMs`, then every endpoint retired from this request's fiber, then the poller resumed; `freezeApp`: the
  * application frozen or thawed, its SoftVerbs NICs running on — `Diagnostics.freezeApplication`), `recoveryAfter`.
  * Initiator requests: `open`, `stream`, `progress`, `abort`, `timedSends`, `frozenTransfer`, `loop`, `sentAfter`,
- * `stopLoop`.
+ * `stopLoop`. Both: `figures` (what the live view and each row's explanation show: the notifications this node's
+ * application sent and received, the duplicates its dedup window dropped, its fallbacks and resends — from its
+ * `Diagnostics` counters and the `tent_*` metrics of its registry).
  *
  * @since 0.1.0
  */
@@ -17,7 +19,7 @@ import { createInterface } from "node:readline"
 import { Dedup, Diagnostics, EngineConfig, Series, TransferEngine } from "@tent/core"
 import { RailHealth } from "@tent/health"
 import { SoftVerbs } from "@tent/verbs"
-import { Effect, Fiber, Layer, Logger, Stream } from "effect"
+import { Effect, Fiber, Layer, Logger, Metric, MetricState, Stream } from "effect"
 import * as Stamp from "./Stamp.js"
 
 interface Options {
@@ -63,6 +65,24 @@ const layer = TransferEngine.layer.pipe(
 
 type Reply = Record<string, unknown>
 
+/**
+ * The counter `name` of this process's metric registry, summed by the key `label` makes of each series' labels
+ * (series it maps to undefined, and zeros, left out).
+ */
+const counterSeries = (name: string, label: (tags: Readonly<Record<string, string>>) => string | undefined) => {
+  const out: Record<string, number> = {}
+  for (const { metricKey, metricState } of Metric.unsafeSnapshot()) {
+    if (metricKey.name !== name || !MetricState.isCounterState(metricState)) continue
+    const n = Number(metricState.count)
+    if (n === 0) continue
+    const tags: Record<string, string> = {}
+    for (const t of metricKey.tags) tags[t.key] = t.value
+    const k = label(tags)
+    if (k !== undefined) out[k] = (out[k] ?? 0) + n
+  }
+  return out
+}
+
 const program = Effect.gen(function* () {
   const engine = yield* TransferEngine.TransferEngine
   const control = yield* SoftVerbs.SoftVerbsControl
@@ -94,6 +114,8 @@ const program = Effect.gen(function* () {
   let loop: Fiber.RuntimeFiber<void, never> | undefined
   let loopSent = 0
   let loopFailed = 0
+  /** Notifications sent by `timedSends` and `frozenTransfer` (the stream's are `attempted`, the loop's `loopSent`). */
+  let otherSent = 0
   /** Wall-clock ms at which each recovery-loop send started, by seq. */
   const loopStartedAt: Array<number> = []
 
@@ -107,6 +129,23 @@ const program = Effect.gen(function* () {
   const handle = (req: Reply): Effect.Effect<Reply, unknown> =>
     Effect.gen(function* () {
       switch (req.cmd) {
+        case "figures":
+          return {
+            sent: progress.attempted + loopSent + otherSent,
+            received: counter.counts.received,
+            duplicatesDropped: diagnostics.counters.dedup?.duplicates ?? 0,
+            resentVia: {
+              nicPair: diagnostics.counters.resend?.viaNicPair ?? 0,
+              tcp: diagnostics.counters.resend?.viaTcp ?? 0,
+              controlPlane: diagnostics.counters.resend?.viaControlPlane ?? 0
+            },
+            resendFailed:
+              (diagnostics.counters.resend?.failed ?? 0) + (diagnostics.counters.resend?.notResendable ?? 0),
+            resentPairs: counterSeries("tent_resend_pair_attempts_total", (t) =>
+              t.outcome === "sent" ? `${t.local_nic}→${t.peer_nic}` : undefined
+            ),
+            fallbacksVia: counterSeries("tent_fallbacks_total", (t) => `${t.from}→${t.to}`)
+          }
         case "counts":
           return {
             ...counter.counts,
@@ -282,6 +321,7 @@ const program = Effect.gen(function* () {
           const out: Array<{ ms: number; error: string | null }> = []
           for (let i = 0; i < (req.n as number); i++) {
             const t0 = performance.now()
+            otherSent++
             const r = yield* Effect.either(
               engine.sendNotification(target, Stamp.stamp(req.session as number, i, "standalone"))
             )
@@ -292,6 +332,7 @@ const program = Effect.gen(function* () {
         case "frozenTransfer": {
           const target = req.target as string
           const t0 = performance.now()
+          otherSent++
           const batch = yield* engine.allocateBatch
           const r = yield* Effect.either(
             engine.submitTransfer(

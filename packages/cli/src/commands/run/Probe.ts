@@ -1,10 +1,13 @@
 /**
- * The body of `tent probe` (loaded when the command runs): the matrix, its table and its live line.
+ * The body of `tent probe` (loaded when the command runs): the matrix, its table and its live view (`probe/Live.ts`:
+ * per arm, sent, received, duplicates dropped, fallbacks, resends and elapsed time, on stderr; in place on a
+ * terminal, at most a line a second per arm through a pipe).
  *
  * @since 0.1.0
  */
 import { Console, Effect, Option } from "effect"
 import { live } from "../../probe/Children.js"
+import { explain, type Figures, noFigures, View } from "../../probe/Live.js"
 import {
   type Arm,
   type Entry,
@@ -24,6 +27,18 @@ import type { ProbeOptions } from "../Probe.js"
 /** The arms of `--arm both`, in the order they run within a scenario. */
 export const bothArms: ReadonlyArray<Arm> = ["legacy", "series"]
 
+/** A row's figures as its children reported them. */
+const figuresOf = (r: Row): Figures => ({
+  sent: r.sent,
+  received: r.received,
+  duplicatesDropped: r.duplicatesDropped,
+  fallbacksVia: r.fallbacksVia,
+  resentVia: r.resentVia,
+  resentPairs: r.resentPairs,
+  resendFailed: r.resendFailed,
+  elapsed: r.elapsed
+})
+
 const cell = (r: Row) => {
   const t = r.seconds.map((x) => `${x.toFixed(3)} s`).join(", ")
   return [
@@ -33,6 +48,7 @@ const cell = (r: Row) => {
     `${r.received}/${r.sent}`,
     `${r.ok}/${r.failed}/${r.notAttempted}`,
     String(r.duplicates),
+    explain(figuresOf(r)),
     t === "" ? "-" : t,
     r.note
   ]
@@ -47,6 +63,7 @@ export const table = (rows: ReadonlyArray<Row>): string => {
     "received/sent",
     "ok/failed/not attempted",
     "duplicates",
+    "resent, dropped, fell back",
     "seconds",
     "what happened"
   ]
@@ -115,22 +132,33 @@ export const run = (o: ProbeOptions) =>
       )
     }
     killOnExit()
-    const tty = process.stderr.isTTY === true && !o.json
-    const report = (line: string) => {
-      if (tty) process.stderr.write(`\r\u001b[2K${line.slice(0, (process.stderr.columns ?? 120) - 1)}`)
-    }
+    const view = new View(process.stderr)
     const rows: Array<Row> = []
     const t0 = performance.now()
     for (const entry of only) {
       const name = entryName(entry)
       for (const arm of arms) {
-        report(`scenario ${name} ${arm}: starting two processes`)
-        const row = yield* runRow(entry, arm, plan, report)
-        if (tty) process.stderr.write("\r\u001b[2K")
+        const label = `${name} ${arm}`
+        let phase = "starting two processes"
+        let figures: Figures = noFigures
+        const show = () => view.update(arm, label, figures, phase)
+        show()
+        const row = yield* runRow(entry, arm, plan, {
+          report: (line) => {
+            phase = line
+            show()
+          },
+          figures: (f) => {
+            figures = f
+            show()
+          },
+          everyMs: process.stderr.isTTY === true ? 250 : 1000
+        })
+        view.clear()
         rows.push(row)
         if (!o.json)
           yield* Console.log(
-            `  ${name} ${arm}: ${row.received}/${row.sent} received (${row.ok} ok, ${row.failed} failed, ${row.notAttempted} not attempted), ${row.duplicates} duplicates, ${row.seconds.join(" s, ")}${row.seconds.length > 0 ? " s" : ""}`
+            `  ${name} ${arm}: ${row.received}/${row.sent} received (${row.ok} ok, ${row.failed} failed, ${row.notAttempted} not attempted), ${row.duplicates} duplicates, ${row.seconds.join(" s, ")}${row.seconds.length > 0 ? " s" : ""}; ${explain(figuresOf(row))}; ${row.elapsed} s`
           )
       }
     }
