@@ -5,9 +5,10 @@
  * from the registry's snapshot (as an exporter reads it) by name and exact label set.
  */
 import { readFileSync } from "node:fs"
+import { createServer } from "node:net"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "@effect/vitest"
-import { makeNotification, type Notification, notificationText } from "@tent/rpc"
+import { makeNotification, type Notification, notificationText, RpcAgent, RpcConfig } from "@tent/rpc"
 import { Effect, Metric } from "effect"
 import { Dedup, Metrics, NotificationRouting } from "../src/index.js"
 import { engine, rdmaOnly, receive, series, tcpOnly, until } from "./fixtures/policies.js"
@@ -196,6 +197,51 @@ describe("Metrics", () => {
           receivedTcp: 4
         })
       })
+  )
+
+  it.scopedLive("an endpoint retired through Diagnostics moves endpoint_retirements_total{cause=reset} once", () =>
+    Effect.gen(function* () {
+      const rx = yield* engine(rdmaOnly)
+      const tx = yield* engine(rdmaOnly)
+      yield* tx.engine.sendNotification(rx.engine.segmentName, makeNotification("up", "x"))
+      const [ep] = yield* tx.diag.endpoints
+      expect(ep?.status).toBe("READY")
+      const w = watch({
+        reset: ["tent_endpoint_retirements_total", { cause: "reset" }],
+        dataError: ["tent_endpoint_retirements_total", { cause: "data_error" }]
+      })
+      expect(yield* tx.diag.retire(ep?.localNic as string, ep?.peerNicPath as string)).toBe(true)
+      // retiring it again finds it gone from the store: nothing more is counted
+      expect(yield* tx.diag.retire(ep?.localNic as string, ep?.peerNicPath as string)).toBe(false)
+      expect(w.delta()).toEqual({ reset: 1, dataError: 0 })
+    })
+  )
+
+  it.scopedLive("control-plane calls: latency by method and outcome, a refused call counted by reason", () =>
+    Effect.gen(function* () {
+      const rx = yield* engine(rdmaOnly)
+      const agent = yield* RpcAgent.make.pipe(Effect.provide(RpcConfig.layer({})))
+      // A port nothing listens on: bound, then closed.
+      const closed = yield* Effect.promise(
+        () =>
+          new Promise<number>((resolve) => {
+            const server = createServer().listen(0, "127.0.0.1", () => {
+              const { port } = server.address() as { port: number }
+              server.close(() => resolve(port))
+            })
+          })
+      )
+      const w = watch({
+        ok: ["tent_rpc_call_duration_seconds", { method: "Probe", outcome: "ok" }],
+        failedTime: ["tent_rpc_call_duration_seconds", { method: "Probe", outcome: "transport_failure" }],
+        refused: ["tent_rpc_call_failures_total", { method: "Probe", reason: "Refused" }]
+      })
+      yield* agent.probe(rx.engine.address)
+      yield* agent.probe(rx.engine.address)
+      const failure = yield* Effect.flip(agent.probe(`127.0.0.1:${closed}`))
+      expect(failure.reason).toBe("Refused")
+      expect(w.delta()).toEqual({ ok: 2, failedTime: 1, refused: 1 })
+    })
   )
 
   it("the peer label: off by default; on, a series per peer beside the unlabelled one", () => {
