@@ -1,6 +1,6 @@
 /**
  * `pnpm bench cli`: how fast the built `tent` command (`dist/bin/tent.js`, from `pnpm build`) answers, each figure
- * beside the floor `node -e 0` measured in the same run (median of 5 each, interleaved): `cli_version_ms`,
+ * beside the floor `node -e 0` measured in the same run (medians of 9, 5 with `--quick`; interleaved): `cli_version_ms`,
  * `cli_help_ms`, `cli_devices_ms`, `cli_send_ms` (a whole `tent send` process to a live `tent serve`), and the peak
  * RSS of `--version` and `--help` beside the floor's. The targets are differences, not ratios: `--version` and
  * `--help` within 250 ms of the floor and ≤ 100 MiB, `devices` within 400 ms, `send` ≤ 600 ms wall; the log says

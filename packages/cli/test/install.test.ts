@@ -119,7 +119,8 @@ describe("installed from the tarballs", () => {
       expect(fast.stdout, args.join(" ")).toBe(parser.stdout)
     }
     // What each process loads (a resolve hook records every module): --version and --help neither the parser nor a
-    // command's body; `tent send` the parser and its own body, not the probe's, the bench's or another command's.
+    // command's body; `tent send` (read by Argv.readHot) its own body and not the parser, the probe's, the bench's or
+    // another command's; a command line readHot leaves to the parser loads the parser.
     const hooks = [
       'import { appendFileSync } from "node:fs"',
       "export async function resolve(s, c, next) {",
@@ -145,11 +146,15 @@ describe("installed from the tarballs", () => {
         .filter((l) => l.includes("/@tent/cli/dist/bin/"))
         .map((l) => l.slice(l.lastIndexOf("/") + 1))
     }
-    const parser = /^(Main|Send|Serve|Recv|Transfer|Devices|Probe|Bench)-|^probe-node/
-    expect((await loaded(["--version"], 0)).filter((f) => parser.test(f))).toEqual([])
-    expect((await loaded(["send", "--help"], 0)).filter((f) => parser.test(f))).toEqual([])
-    const send = new Set((await loaded(["send", "nonsense", "a", "b"], 2)).filter((f) => parser.test(f)))
-    expect([...send].map((f) => f.slice(0, f.indexOf("-"))).sort()).toEqual(["Main", "Send"])
+    const parser = /^(Main|Cli|NodeContext|Send|Serve|Recv|Transfer|Devices|Probe|Bench)-|^probe-node/
+    const names = async (args: ReadonlyArray<string>, exit: number) =>
+      [...new Set((await loaded(args, exit)).filter((f) => parser.test(f)))]
+        .map((f) => f.slice(0, f.indexOf("-")))
+        .sort()
+    expect(await names(["--version"], 0)).toEqual([])
+    expect(await names(["send", "--help"], 0)).toEqual([])
+    expect(await names(["send", "nonsense", "a", "b"], 2)).toEqual(["Main", "Send"])
+    expect(await names(["send", "nonsense", "a"], 2)).toEqual(["Cli", "Main", "NodeContext"])
 
     writeFileSync(join(app, "program.ts"), readmeProgram())
     writeFileSync(
