@@ -1,8 +1,14 @@
+import type * as dgram from "node:dgram"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { ackTimeoutMs, type CompletionQueue, Mtu, QpState, WcStatus, WorkCompletion } from "../src/index.js"
+import { Off, Op } from "../src/soft/Packet.js"
+import type { SoftDevice } from "../src/soft/SoftDevice.js"
 import type { SoftQp } from "../src/soft/SoftQp.js"
 import { drain, makePair, pollN, recvWr, type Side, sendWr, sleep, type Wc, waitFor } from "./support.js"
+
+/** The device's own UDP socket: a second `message` listener sees every datagram after the device handled it. */
+const socketOf = (device: SoftDevice): dgram.Socket => (device as unknown as { socket: dgram.Socket }).socket
 
 /** What a stalled pair looks like: both QPs' send and receive positions, timers and both devices' counters. */
 const describePair = (a: Side, b: Side): string => {
@@ -63,11 +69,21 @@ const pollOrStall = (cq: CompletionQueue, n: number, timeoutMs: number, stallMs:
       stalled = key === last ? stalled + Math.min(100, now - tick) : 0
       last = key
       tick = now
+      if ((a.qp as SoftQp).state === QpState.ERR || (b.qp as SoftQp).state === QpState.ERR) {
+        // A loud failure (RETRY_EXC_ERR, a flush), not a stall: its completions are on a's CQ.
+        return yield* Effect.dieMessage(`a QP went to ERR with ${out.length}/${n} completions: ${describePair(a, b)}`)
+      }
       if (stalled >= stallMs) {
         return yield* Effect.dieMessage(
           `stalled: no datagram sent or received for ${Math.round(stalled)} ms with ${out.length}/${n} completions: ${describePair(a, b)}`
         )
       }
+    }
+    if (out.length < n) {
+      // Still moving but too slow for the time given: say so, and where the pair is, rather than a bare timeout.
+      return yield* Effect.dieMessage(
+        `slow, not stalled: ${out.length}/${n} completions after ${timeoutMs} ms: ${describePair(a, b)}`
+      )
     }
     return out
   })
@@ -101,6 +117,7 @@ describe("SoftVerbs reliability (rules 2 and 3)", () => {
       const n = 300
       for (let i = 0; i < n; i++) b.qp.postRecv(recvWr(b, i, i * 3000, 3000))
       a.device.setFaults({ dropOut: 0.2, dropIn: 0.2 })
+      const start = performance.now()
       for (let i = 0; i < n; i++) {
         const len = 1 + ((i * 977) % 2999)
         a.buf.fill(i & 0xff, i * 3000, i * 3000 + len)
@@ -120,6 +137,9 @@ describe("SoftVerbs reliability (rules 2 and 3)", () => {
         expect(b.buf.subarray(i * 3000 + 4, i * 3000 + len).every((x) => x === (i & 0xff))).toBe(true)
       })
       const sends = yield* pollOrStall(a.cq, n, 8_000, stallMs, a, b)
+      console.log(
+        `300 messages at 20% loss: ${Math.round(performance.now() - start)} ms, ${a.device.counters.retransmits} retransmit timeouts, ${a.device.counters.txPackets} datagrams sent by a, ${b.device.counters.seqNaksSent} sequence NAKs`
+      )
       expect(sends.every((wc) => wc.status === WcStatus.SUCCESS)).toBe(true)
       expect(a.device.counters.retransmits).toBeGreaterThan(0)
       // Nothing more arrives later: no message was delivered twice.
@@ -127,6 +147,47 @@ describe("SoftVerbs reliability (rules 2 and 3)", () => {
       expect(drain(b.cq)).toHaveLength(0)
       expect(a.device.counters.handlerErrors + b.device.counters.handlerErrors).toBe(0)
     })
+  )
+
+  it.scopedLive(
+    "after a sequence NAK the requester resends at most 16 packets before the next ACK, not the rest of its window (200 SENDs, the second lost)",
+    () =>
+      Effect.gen(function* () {
+        // timeout 20 (4.3 s): the NAK alone recovers the loss; no timer fires in this test.
+        const { a, b } = yield* makePair({ params: { timeout: 20, retryCnt: 7 } })
+        const n = 200
+        for (let i = 0; i < n; i++) b.qp.postRecv(recvWr(b, i, i * 64, 64))
+        // b loses exactly the second request: its own handler has taken the first when this listener sets the fault,
+        // and has dropped the second when this listener clears it.
+        let requests = 0
+        socketOf(b.device).on("message", (msg: Buffer) => {
+          if (msg[Off.op] !== Op.SEND) return
+          requests++
+          if (requests === 1) b.device.setFaults({ dropIn: 1 })
+          if (requests === 2) b.device.setFaults({})
+        })
+        // What a sends while it handles the NAK: the go-back burst.
+        const bursts: Array<number> = []
+        let before = 0
+        socketOf(a.device).on("message", (msg: Buffer) => {
+          if (msg[Off.op] === Op.NAK) bursts.push(a.device.counters.txPackets - before)
+          before = a.device.counters.txPackets
+        })
+        for (let i = 0; i < n; i++) expect(a.qp.postSend(sendWr(a, i, i * 64, 16))).toBe(0)
+        before = a.device.counters.txPackets
+        const got = yield* pollN(b.cq, n, 4000)
+        console.log(
+          `one loss in ${n} packets: go-back bursts ${JSON.stringify(bursts)}, datagrams sent by a ${a.device.counters.txPackets}`
+        )
+        expect(got.map((w) => w.wrId)).toEqual(Array.from({ length: n }, (_, i) => i))
+        expect(got.every((w) => w.status === WcStatus.SUCCESS)).toBe(true)
+        expect(b.device.counters.droppedFault).toBe(1)
+        expect(b.device.counters.seqNaksSent).toBe(1)
+        expect(a.device.counters.retransmits).toBe(0)
+        // One NAK, one burst of 16 (the lost packet and the 15 after it), where a whole window would be 199.
+        expect(bursts).toEqual([16])
+        expect((yield* pollN(a.cq, n)).every((w) => w.status === WcStatus.SUCCESS)).toBe(true)
+      })
   )
 
   it.scopedLive("a retransmit after a lost ACK is re-acknowledged, never re-delivered", () =>

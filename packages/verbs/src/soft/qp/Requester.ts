@@ -21,8 +21,9 @@ import { gather, scatter } from "./Sge.js"
  */
 export const WINDOW = 512
 /**
- * After a timeout the requester resends at most this many packets before an ACK arrives: a single-threaded receiver
- * reads about 32 datagrams per event-loop turn, and resending a whole window into it each timeout only adds loss.
+ * After a timeout or a sequence NAK the requester resends at most this many packets before an ACK arrives: a
+ * single-threaded receiver reads about 32 datagrams per event-loop turn, and resending a whole window into it each time
+ * only adds loss and queues the resent packets behind stale ones.
  */
 const RECOVERY_WINDOW = 16
 /** A long message asks for an ACK every this many packets, so the window keeps moving. */
@@ -256,6 +257,9 @@ export const onNak = (qp: SoftQp, syndrome: number, wirePsn: number, rnrTimer: n
   const from = qp.readGapPsn !== gapBefore ? qp.acked + 1 : psn
   switch (syndrome) {
     case Nak.SEQ:
+      // Go back, but resend at most RECOVERY_WINDOW packets before the next ACK, as after a timeout: the rest of a
+      // full window resent at once would queue behind the stale packets still in the receiver's socket.
+      qp.cwnd = Math.min(RECOVERY_WINDOW, qp.maxWindow)
       rewind(qp, from)
       pump(qp)
       return
