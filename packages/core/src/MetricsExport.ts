@@ -54,11 +54,22 @@ const listenError = (settings: MetricsSettings, e: unknown): MetricsExportError 
   })
 }
 
+/**
+ * OpenTelemetry's exporter is a CommonJS module: Node's `import()` gives its exports by name, a bundle (the `tent`
+ * command's) as `default` only.
+ */
+const prometheusExporter = async (): Promise<typeof import("@opentelemetry/exporter-prometheus")> => {
+  const m: typeof import("@opentelemetry/exporter-prometheus") & { readonly default?: unknown } = await import(
+    "@opentelemetry/exporter-prometheus"
+  )
+  return typeof m.PrometheusExporter === "function" ? m : (m.default as typeof m)
+}
+
 const loadExporters = (settings: MetricsSettings) =>
   Effect.tryPromise({
     try: () =>
       Promise.all([
-        import("@opentelemetry/exporter-prometheus"),
+        prometheusExporter(),
         import("@effect/opentelemetry/Metrics"),
         import("@effect/opentelemetry/Resource")
       ]),
