@@ -55,8 +55,8 @@ const startEngine = (
 const lookAt = (redis: RedisServer) =>
   Registry.makeRedis({ address: redis.address, connectTimeoutMs: 2000, commandTimeoutMs: 2000 })
 
-/** Waits (bounded) until `f` returns something. */
-const eventually = <A>(what: string, f: Effect.Effect<A | undefined>, ms = 5000) =>
+/** Waits (at most `ms` of wall time: generous, for a loaded machine) until `f` returns something. */
+const eventually = <A>(what: string, f: Effect.Effect<A | undefined>, ms = 20_000) =>
   Effect.gen(function* () {
     const deadline = Date.now() + ms
     for (;;) {

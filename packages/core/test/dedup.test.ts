@@ -15,12 +15,16 @@ import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
 import { type Side, twoTransports } from "./fixtures/endpoints.js"
 import { bySize, engine, openReceiver, rdmaOnly, receive, series } from "./fixtures/policies.js"
 
-/** Waits (bounded) until `side`'s inbox holds `n` notifications, then takes them. */
-const take = (side: Side, n: number) =>
+/**
+ * Waits (at most 20 s of wall time) until `side`'s poller has taken all `frames` sent to it (delivered, dropped as
+ * duplicates or as malformed) and its inbox holds `n`, then takes them: once every frame was polled, no copy can
+ * still come, whatever the machine's load.
+ */
+const take = (side: Side, n: number, frames = n) =>
   Effect.gen(function* () {
-    const deadline = Date.now() + 5000
-    while (side.inbox.size < n && Date.now() < deadline) yield* Effect.sleep("10 millis")
-    yield* Effect.sleep("100 millis") // a copy, if one were coming, lands meanwhile
+    const polled = () => side.counters.received + side.counters.duplicates + side.counters.malformed
+    const deadline = Date.now() + 20_000
+    while ((polled() < frames || side.inbox.size < n) && Date.now() < deadline) yield* Effect.sleep("10 millis")
     return side.inbox.drain()
   })
 
@@ -43,7 +47,7 @@ describe("Dedup (RFC PR 6) on the notify QP", () => {
       yield* sides.A.sendVia(mlx0, "B", "mlx0", n, stamp)
       // the copy crosses another NIC pair (a new endpoint), as PR 7's resend would send it
       yield* sides.A.sendVia(sides.A.devices[1] as RdmaDevice, "B", "mlx1", n, stamp)
-      expect(texts(yield* take(sides.B, 2))).toEqual(["first", "resent"])
+      expect(texts(yield* take(sides.B, 2, 3))).toEqual(["first", "resent"])
       expect(B.counters).toMatchObject({ accepted: 2, duplicates: 1, sessions: 1, unstamped: 0 })
       expect(sides.B.counters.malformed).toBe(0)
     })

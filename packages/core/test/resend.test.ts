@@ -45,19 +45,23 @@ const burstThenError = (options: { readonly resend: Resend.ResendShape; readonly
       if (i === 20) yield* B.control.forceQpError("mlx0", qpNum)
     }
     // the hand-over: A's channel disabled at its first failed completion (PR 2's budget: about half a second)
-    const channel = yield* Effect.timeout(Queue.take(A.retiring), "5 seconds").pipe(Effect.option)
+    const channel = yield* Effect.timeout(Queue.take(A.retiring), "20 seconds").pipe(Effect.option)
     if (channel._tag === "Some") yield* options.resend.onRetire(channel.value, pathsOf(A))
-    // bounded: wait until B has everything, or nothing new for a second
+    // bounded: wait until B has everything, or nothing new for a second and 50 turns of this loop (each a turn of
+    // the event loop that runs both pollers: after a stall of this process, a second of wall time alone may have
+    // passed with no pass of a poller at all)
     let seen = -1
-    const deadline = Date.now() + 10_000
+    const deadline = Date.now() + 20_000
     let quiet = Date.now()
+    let quietTurns = 0
     const got: Array<string> = []
-    while (Date.now() < deadline && Date.now() - quiet < 1000 && got.length < BURST + 1) {
+    while (Date.now() < deadline && (Date.now() - quiet < 1000 || quietTurns < 50) && got.length < BURST + 1) {
       for (const n of B.inbox.drain()) got.push(notificationText(n).name)
       if (got.length !== seen) {
         seen = got.length
         quiet = Date.now()
-      }
+        quietTurns = 0
+      } else quietTurns++
       yield* Effect.sleep("20 millis")
     }
     for (const n of B.inbox.drain()) got.push(notificationText(n).name)

@@ -25,7 +25,7 @@ const burstThenRetire = (retirement: QpRetirement.QpRetirementShape) =>
     // B's poller stays behind for one pass: its first pass after the burst lands takes 16 per CQ, the rest waits.
     for (let i = 0; i < BURST; i++) expect(ep.notify.postNotification(makeNotification(`b${i}`, "x"))).toBe(0)
     const atRetire = yield* Effect.async<number>((resume) => {
-      const deadline = Date.now() + 5000
+      const deadline = Date.now() + 20_000
       const watch = () => {
         const got = B.counters.received
         if (got > 0 || Date.now() > deadline) {
@@ -36,11 +36,12 @@ const burstThenRetire = (retirement: QpRetirement.QpRetirementShape) =>
       }
       setImmediate(watch)
     })
-    // Let the poller take what is left (B's flushes included); A's sends that B's NIC never took fail on A later.
-    const deadline = Date.now() + 3000
-    while (Date.now() < deadline && B.counters.received + B.counters.unknownQp + B.counters.flushed < NOTIFY_SLOTS) {
-      yield* Effect.sleep("20 millis")
-    }
+    // Let the poller take what is left (B's flushes included): every receive B posted (256, and one repost per
+    // notification delivered before the retirement) completes once (bounded, in wall time); then a completion too
+    // many, if one were coming, has 100 ms to show. A's sends that B's NIC never took fail on A later.
+    const deadline = Date.now() + 20_000
+    const accounted = () => B.counters.received + B.counters.unknownQp + B.counters.flushed
+    while (Date.now() < deadline && accounted() < NOTIFY_SLOTS + atRetire) yield* Effect.sleep("20 millis")
     yield* Effect.sleep("100 millis")
     return {
       atRetire,

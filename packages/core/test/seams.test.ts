@@ -226,7 +226,8 @@ describe("PeerHealthPolicy.slotWait (RFC PR 4): the wait for a free notify send 
       expect(r._tag === "Left" && r.left._tag).toBe("EndpointUnavailable")
       expect(NotificationRouting.rpcFallback.fallback(r._tag === "Left" ? r.left : undefined)).toBe(true)
       expect(ms).toBeGreaterThanOrEqual(990)
-      expect(ms).toBeLessThan(2500)
+      // ended by its own 1 s bound, before the test's 3 s timeout (which the legacy wait runs into: the control below)
+      expect(ms).toBeLessThan(3000)
     })
   )
 
@@ -246,8 +247,8 @@ describe("PeerHealthPolicy.slotWait (RFC PR 4): the wait for a free notify send 
         expect(r._tag === "Left" && r.left._tag).toBe("EndpointUnavailable")
         expect(r._tag === "Left" && r.left.message).toContain("marked unreachable")
         expect(asked).toContain("B")
-        // no slot wait: well under the 1 s bound (loose for a loaded machine)
-        expect(ms).toBeLessThan(500)
+        // no slot wait: sooner than the 1 s wait it would have had otherwise
+        expect(ms).toBeLessThan(990)
       })
   )
 
