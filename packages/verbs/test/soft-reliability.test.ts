@@ -190,6 +190,27 @@ describe("SoftVerbs reliability (rules 2 and 3)", () => {
       })
   )
 
+  it.scopedLive(
+    "after a timeout inside a long message, the last packet the window lets out asks for an ACK: one timeout for a lost 1 MiB WRITE, not one per window",
+    () =>
+      Effect.gen(function* () {
+        // timeout 16 (268 ms): a timer that fires means the window had stopped, not that a loaded machine was slow.
+        const { a, b } = yield* makePair({ params: { timeout: 16, retryCnt: 7 }, bufSize: 1 << 20 })
+        for (let i = 0; i < 1 << 20; i += 4) a.buf.writeUInt32LE((i * 2654435761) >>> 0, i)
+        // The whole first burst (256 packets of 4 KiB) is lost; then nothing is. The retransmit timer resends 16
+        // packets of the message; only every 64th packet and the last one ask for an ACK on their own.
+        a.device.setFaults({ dropOut: 1 })
+        a.qp.postSend(sendWr(a, 1, 0, 1 << 20, { opcode: 0, remoteAddr: b.mr.addr, rkey: b.mr.rkey }))
+        a.device.setFaults({})
+        const [wc] = yield* pollN(a.cq, 1, 20_000)
+        console.log(`1 MiB WRITE after a lost burst: ${a.device.counters.retransmits} retransmit timeouts`)
+        expect(wc).toMatchObject({ wrId: 1, status: WcStatus.SUCCESS })
+        expect(b.buf.equals(a.buf)).toBe(true)
+        expect(a.device.counters.droppedFault).toBe(256)
+        expect(a.device.counters.retransmits).toBe(1)
+      })
+  )
+
   it.scopedLive("a retransmit after a lost ACK is re-acknowledged, never re-delivered", () =>
     Effect.gen(function* () {
       // timeout 14 = 67 ms: about two retransmits in the 150 ms without ACKs, well inside retry_cnt 7 (537 ms).

@@ -26,7 +26,7 @@ export const WINDOW = 512
  * only adds loss and queues the resent packets behind stale ones.
  */
 const RECOVERY_WINDOW = 16
-/** A long message asks for an ACK every this many packets, so the window keeps moving. */
+/** A long message asks for an ACK every this many packets (and where the window closes), so the window keeps moving. */
 const ACK_EVERY = 64
 
 const now = () => performance.now()
@@ -108,7 +108,9 @@ const transmitPacket = (qp: SoftQp, s: number, pkt: number, psn: number): boolea
     if (pkt === npkts - 1) {
       flags |= Flag.LAST | Flag.ACK_REQ
       if (op === WrOpcode.SEND_WITH_IMM || op === WrOpcode.RDMA_WRITE_WITH_IMM) flags |= Flag.IMM
-    } else if (pkt % ACK_EVERY === ACK_EVERY - 1) {
+    } else if (pkt % ACK_EVERY === ACK_EVERY - 1 || psn - qp.acked >= qp.cwnd) {
+      // The last packet the window lets out asks for an ACK too: a window that closes inside a message (after a
+      // timeout or a NAK cut it to 16) would otherwise wait for the retransmit timer to move again.
       flags |= Flag.ACK_REQ
     }
   }
