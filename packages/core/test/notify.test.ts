@@ -48,7 +48,7 @@ describe("notifications over the notify QP (two processes)", () => {
           yield* engine.sendNotification(peer.ready.segment, fits)
         })
       ),
-    60_000
+    Pair.testTimeout()
   )
 
   it.live(
@@ -74,6 +74,6 @@ describe("notifications over the notify QP (two processes)", () => {
           expect(check("p", received)).toEqual({ count: 500, distinct: 500, outOfOrder: 0, corrupt: 0, duplicates: 0 })
         })
       ),
-    60_000
+    Pair.testTimeout()
   )
 })

@@ -32,7 +32,8 @@ const portsDown = (engine: Pair.TestEngine, control: SoftVerbs.SoftVerbsControlS
   Effect.gen(function* () {
     yield* control.setPortState("mlx0", false)
     yield* control.setPortState("mlx1", false)
-    for (let i = 0; i < 200 && engine.rdma?.devices.some((d) => d.enabled); i++) yield* Effect.sleep(10)
+    const deadline = Date.now() + 20_000
+    while (engine.rdma?.devices.some((d) => d.enabled) && Date.now() < deadline) yield* Effect.sleep(10)
     expect(engine.rdma?.devices.every((d) => !d.enabled)).toBe(true)
   })
 
@@ -63,17 +64,18 @@ describe("transfer faults (two processes)", () => {
             yield* engine.submitTransfer(batch, [
               { opcode: "WRITE", source: mem.addr, target, targetOffset: remote.addr, length: 64 * KiB }
             ])
-            const status = yield* engine.waitTransfer(batch, 5_000)
+            const status = yield* engine.waitTransfer(batch, 20_000)
             const elapsed = performance.now() - t0
             peer.signal("SIGCONT")
             expect(status.status).toBe("FAILED")
             expect(status.error?._tag).toBe("TransferTimeout")
             expect(elapsed).toBeGreaterThanOrEqual(300)
-            expect(elapsed).toBeLessThan(4_000)
+            // ended by the software timeout, before the RC ACK timeout (≈ 4.3 s) could
+            expect(elapsed).toBeLessThan(4_300)
             // The endpoint that carried the slice was retired (TENT's disableEndpoint); give the completion fiber a
-            // moment, bounded.
+            // moment, bounded (in wall time).
             let ready = before.length
-            for (let i = 0; i < 100 && ready === before.length; i++) {
+            for (const deadline = Date.now() + 20_000; ready === before.length && Date.now() < deadline; ) {
               yield* Effect.sleep(10)
               const eps = yield* (engine.rdma as NonNullable<typeof engine.rdma>).endpoints
               ready = eps.filter((e) => e.status === "READY").length
@@ -81,7 +83,7 @@ describe("transfer faults (two processes)", () => {
             expect(ready).toBeLessThan(before.length)
           })
       ),
-    60_000
+    Pair.testTimeout()
   )
 
   it.live(
@@ -102,7 +104,7 @@ describe("transfer faults (two processes)", () => {
           expect(digest.sha).toBe(sha(local.subarray(100, 100 + 300 * KiB)))
         })
       ),
-    60_000
+    Pair.testTimeout()
   )
 
   // The controls: the same fault with failover turned off, either way, leaves the task FAILED over RDMA.
@@ -121,13 +123,13 @@ describe("transfer faults (two processes)", () => {
             yield* engine.submitTransfer(batch, [
               { opcode: "WRITE", source: mem.addr, target, targetOffset: remote.addr, length: 64 * KiB }
             ])
-            const status = yield* engine.waitTransfer(batch, 5_000)
+            const status = yield* engine.waitTransfer(batch, 20_000)
             expect(status.status).toBe("FAILED")
             expect(status.error?._tag).toBe("RdmaTransferFailed")
             expect(engine.tcp?.counters.dataOk ?? 0).toBe(0)
           })
         ),
-      60_000
+      Pair.testTimeout()
     )
   }
 })

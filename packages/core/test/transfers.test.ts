@@ -61,7 +61,7 @@ describe("transfers (two processes)", () => {
           expect(new Set(eps.map((e) => e.localNic))).toEqual(new Set(["mlx0", "mlx1"]))
         })
       ),
-    60_000
+    Pair.testTimeout()
   )
 
   it.live(
@@ -96,7 +96,7 @@ describe("transfers (two processes)", () => {
           expect(paused.every((r) => r.remote.endsWith("/mlx1"))).toBe(true)
         })
       ),
-    90_000
+    Pair.testTimeout(90_000)
   )
 
   it.live(
@@ -129,6 +129,6 @@ describe("transfers (two processes)", () => {
           expect(got).toEqual({ count: 2000, distinct: 2000, outOfOrder: 0, corrupt: 0, duplicates: 0 })
         })
       ),
-    90_000
+    Pair.testTimeout(90_000)
   )
 })
