@@ -92,7 +92,8 @@ const received = (engine: TransferEngine.TransferEngineShape, got: Array<string>
     return got
   })
 
-describe.skipIf(skipRedis("central-registry"))("engines under metadata_type redis", () => {
+// Above the sum of a test's bounded waits: Redis's start (30 s), two notifications awaited (20 s each), the engines.
+describe.skipIf(skipRedis("central-registry"))("engines under metadata_type redis", { timeout: 120_000 }, () => {
   it.scopedLive("a segment is found by its name (not its address), with its devices and registered memory", () =>
     Effect.gen(function* () {
       const redis = yield* startRedis()

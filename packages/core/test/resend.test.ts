@@ -75,7 +75,10 @@ const counts = (names: ReadonlyArray<string>) => {
   return m
 }
 
-describe("Resend (RFC PR 7): what a dead notify QP had in flight is resent on another NIC pair", () => {
+// Above the sum of a test's bounded waits: the hand-over (20 s) and what B receives (20 s).
+describe("Resend (RFC PR 7): what a dead notify QP had in flight is resent on another NIC pair", {
+  timeout: 90_000
+}, () => {
   it.scopedLive("series: every notification arrives once", () =>
     Effect.gen(function* () {
       const rails = yield* RailHealth.make()
