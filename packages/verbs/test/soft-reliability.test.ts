@@ -5,7 +5,7 @@ import { ackTimeoutMs, type CompletionQueue, Mtu, QpState, WcStatus, WorkComplet
 import { Off, Op } from "../src/soft/Packet.js"
 import type { SoftDevice } from "../src/soft/SoftDevice.js"
 import type { SoftQp } from "../src/soft/SoftQp.js"
-import { drain, makePair, pollN, recvWr, type Side, sendWr, sleep, type Wc, waitFor } from "./support.js"
+import { copyWc, drain, makePair, pollN, recvWr, type Side, sendWr, sleep, type Wc, waitFor } from "./support.js"
 
 /** The device's own UDP socket: a second `message` listener sees every datagram after the device handled it. */
 const socketOf = (device: SoftDevice): dgram.Socket => (device as unknown as { socket: dgram.Socket }).socket
@@ -50,18 +50,7 @@ const pollOrStall = (cq: CompletionQueue, n: number, timeoutMs: number, stallMs:
     let tick = performance.now()
     while (out.length < n && Date.now() < deadline) {
       const got = cq.pollCq(Math.min(64, n - out.length), wc)
-      for (let i = 0; i < got; i++) {
-        const w = wc[i] as WorkCompletion
-        out.push({
-          wrId: w.wrId,
-          status: w.status,
-          opcode: w.opcode,
-          byteLen: w.byteLen,
-          immData: w.immData,
-          wcFlags: w.wcFlags,
-          qpNum: w.qpNum
-        })
-      }
+      for (let i = 0; i < got; i++) out.push(copyWc(wc[i] as WorkCompletion))
       if (out.length >= n) break
       if (got === 0) yield* cq.awaitNotify.pipe(Effect.timeoutOption(50))
       const now = performance.now()

@@ -98,7 +98,7 @@ export interface Wc {
   readonly qpNum: number
 }
 
-const copy = (w: WorkCompletion): Wc => ({
+export const copyWc = (w: WorkCompletion): Wc => ({
   wrId: w.wrId,
   status: w.status,
   opcode: w.opcode,
@@ -116,7 +116,7 @@ export const pollN = (cq: CompletionQueue, n: number, timeoutMs = 5000): Effect.
     const deadline = Date.now() + timeoutMs
     while (out.length < n && Date.now() < deadline) {
       const got = cq.pollCq(Math.min(64, n - out.length), wc)
-      for (let i = 0; i < got; i++) out.push(copy(wc[i] as WorkCompletion))
+      for (let i = 0; i < got; i++) out.push(copyWc(wc[i] as WorkCompletion))
       if (out.length >= n) break
       if (got === 0) {
         yield* cq.awaitNotify.pipe(Effect.timeoutOption(Math.max(1, deadline - Date.now())))
@@ -131,7 +131,7 @@ export const drain = (cq: CompletionQueue): ReadonlyArray<Wc> => {
   const out: Array<Wc> = []
   for (let i = 0; i < 10_000; i++) {
     const got = cq.pollCq(64, wc)
-    for (let k = 0; k < got; k++) out.push(copy(wc[k] as WorkCompletion))
+    for (let k = 0; k < got; k++) out.push(copyWc(wc[k] as WorkCompletion))
     if (got < 64) break
   }
   return out
