@@ -87,7 +87,8 @@ const connectToPeer = (params: Partial<Rc.RcParams>) =>
     return { peer, device, cq, qp, buf, mr, send, stats }
   })
 
-describe("SoftVerbs between two processes (rules 2, 3, 9)", () => {
+// Each test starts a peer process: up to READY_WITHIN_MS (90 s) on a loaded machine, then its own waits.
+describe("SoftVerbs between two processes (rules 2, 3, 9)", { timeout: 150_000 }, () => {
   it.scopedLive("with 20% loss each way, 500 SENDs to another process arrive exactly once and in order", () =>
     Effect.gen(function* () {
       const { device, cq, send, stats } = yield* connectToPeer({ timeout: 14, retryCnt: 7 })
