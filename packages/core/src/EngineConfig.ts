@@ -4,7 +4,7 @@
  * `RpcConfig`, `transports/rdma/rail_*` by `RailHealth`, the rest here).
  *
  * Every key the engine reads is declared once, with its default, description and type, by the package that reads it
- * (`RpcConfig.keys`, `RailHealth.keys`, {@link engineKeys}), and all are merged in {@link keys}. Unlike TENT, which
+ * (`RpcConfig.keys`, `RailHealth.keys`, `PeerHealth.keys`, `MetricsConfig.keys`, {@link engineKeys}), and all are merged in {@link keys}. Unlike TENT, which
  * silently falls back to the default on a type mismatch, a value of the wrong JSON type or out of range fails at
  * start with a `ConfigError` that names the key. Keys the engine does not read are ignored (TENT files carry many).
  *
@@ -21,6 +21,7 @@ import { Config, type ConfigError, type ConfigProvider, Context, Effect, Either,
 import { invalid, type KeySpec, readers } from "./internal/config/KeySpec.js"
 import type { ConfigSource } from "./internal/config/provider.js"
 import * as Provider from "./internal/config/provider.js"
+import * as MetricsConfig from "./MetricsConfig.js"
 
 export type { KeyKind, KeySpec } from "./internal/config/KeySpec.js"
 export type { ConfigSource }
@@ -180,6 +181,7 @@ export const keys = {
   ...RpcConfig.keys,
   ...RailHealth.keys,
   ...PeerHealth.keys,
+  ...MetricsConfig.keys,
   ...engineKeys
 } as const satisfies Record<string, KeySpec>
 
@@ -193,7 +195,9 @@ export const legacyEnv: Record<string, Key> = {
   MC_IB_TC: "transports/rdma/endpoint/traffic_class",
   MC_IB_SL: "transports/rdma/endpoint/service_level",
   MC_TE_FILTERS: "topology/rdma_whitelist",
-  MC_TE_FILTERS_EXCLUDE: "topology/rdma_blacklist"
+  MC_TE_FILTERS_EXCLUDE: "topology/rdma_blacklist",
+  // TENT's metrics variables (TENT_METRICS_ENABLED, …), as `MetricsConfig.load` reads them
+  ...MetricsConfig.env
 }
 
 /** The constant-case environment variable of a key: `rpc/notify_timeout_ms` → `RPC_NOTIFY_TIMEOUT_MS`. */

@@ -6,6 +6,7 @@ import {
   Dedup,
   DescriptorPolicy,
   EngineConfig,
+  MetricsConfig,
   NotificationRouting,
   NotifyQpParams,
   PeerHealth as PeerHealthSeam,
@@ -73,14 +74,19 @@ const defaultsBefore = {
   "transports/tcp/retry_max_delay_ms": 2000,
   "transports/tcp/max_concurrent_tasks": 16,
   "topology/rdma_whitelist": [],
-  "topology/rdma_blacklist": []
+  "topology/rdma_blacklist": [],
+  // Added since: the metrics export's keys (TENT's `metrics/*`, the export off by default, bound to 127.0.0.1).
+  "metrics/enabled": false,
+  "metrics/http_port": 9100,
+  "metrics/http_host": "127.0.0.1",
+  "metrics/peer_labels": false
 }
 
 /** The key tables, by the package that declares (and reads) them. */
 const tables = {
   "@tent/rpc": RpcConfig.keys,
   "@tent/health": { ...RailHealth.keys, ...PeerHealth.keys },
-  "@tent/core": EngineConfig.engineKeys
+  "@tent/core": { ...EngineConfig.engineKeys, ...MetricsConfig.keys }
 } as const
 
 const owners = (key: string) => Object.entries(tables).flatMap(([pkg, table]) => (key in table ? [pkg] : []))
