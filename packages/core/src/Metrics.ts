@@ -234,6 +234,15 @@ export const fallback = (from: Transport, to: Transport): Series => {
   return series
 }
 
+// The series an operator expects on a fresh engine's first scrape, at 0 (a label set has no series, and the exporter
+// writes no family, until it is made): the slot order's fallbacks, every retirement cause, the resend's channels.
+for (const [from, to] of [
+  ["rdma", "tcp"],
+  ["rdma", "rpc"],
+  ["tcp", "rpc"]
+] as const)
+  fallback(from, to)
+
 /** `tent_resends_total` by what became of a pending notification. */
 export const resent = {
   rdma: resends.child("rdma", "sent"),
@@ -300,6 +309,10 @@ export const retired = (cause: RetireCause): Series => {
   }
   return series
 }
+for (const cause of ["reset", "data_error", "evicted", "reconnect", "setup_failed", "shutdown"] as const) retired(cause)
+
+/** `tent_resend_channels_total`. */
+export const resendChannel = resendChannels.child()
 
 /** `tent_transfer_bytes_total` by op and transport. */
 export const bytes = {

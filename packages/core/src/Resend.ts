@@ -200,7 +200,7 @@ export const makeSeries = (rails: RailHealth.RailHealthShape): ResendShape => {
       Effect.gen(function* () {
         if (channel.pending.length === 0) return
         counters.channels++
-        Metrics.resendChannels.child().update(1)
+        Metrics.resendChannel.update(1)
         const pairs = yield* Effect.orElseSucceed(paths.nicPairs(channel.segment), () => [])
         const control = { dead: false }
         for (const p of channel.pending) yield* resendOne(channel, paths, pairs, p, control)

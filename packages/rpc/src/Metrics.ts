@@ -225,6 +225,9 @@ const seriesOf = (tag: string): MethodSeries => {
   }
   return m
 }
+// Every method's series made now, at 0, so a fresh engine's first scrape has both families (a label set has no
+// series, and the exporter writes no family, until it is made).
+for (const method of METHODS) seriesOf(method)
 
 /**
  * Observes one control-plane call that ended with `result` (an `Exit`): its duration since `start`
