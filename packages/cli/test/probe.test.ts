@@ -12,7 +12,7 @@
  * `--json` carries the figures that explain it (resends by path and NIC pair, duplicates dropped, fallbacks).
  */
 import { afterEach, describe, expect, it } from "vitest"
-import { type Figures, noFigures, View } from "../src/probe/Live.js"
+import { explain, type Figures, noFigures, View } from "../src/probe/Live.js"
 import { alive, childrenOf, run, start, stopAll } from "./fixtures/cli.js"
 
 afterEach(stopAll)
@@ -228,6 +228,25 @@ describe("tent probe (both arms, two processes)", () => {
     expect(piped.every((t) => t.endsWith("\n") && !t.includes("\r"))).toBe(true)
     expect(piped.filter((t) => t.startsWith("2 legacy")).map((t) => LIVE.exec(t)?.[4])).toEqual(["0", "1000", "2000"])
     expect(piped.filter((t) => t.startsWith("2 series"))).toHaveLength(3)
+  })
+
+  it("each row's explanation names the NIC pair once, several pairs with their counts, and what was not resent", () => {
+    const resent = (resentPairs: Record<string, number>, tcp = 0): Figures => ({
+      ...noFigures,
+      resentVia: { nicPair: Object.values(resentPairs).reduce((a, b) => a + b, 0), tcp, controlPlane: 0 },
+      resentPairs,
+      duplicatesDropped: 3,
+      fallbacksVia: { "rdma→tcp": 549 }
+    })
+    expect(explain(resent({ "mlx0→mlx1": 256 }))).toBe(
+      "256 resent (256 over mlx0→mlx1), 3 duplicates dropped, 549 fell back (549 rdma→tcp)"
+    )
+    expect(explain(resent({ "mlx0→mlx1": 200, "mlx1→mlx1": 56 }, 4))).toBe(
+      "260 resent (256 over NIC pairs (200 mlx0→mlx1, 56 mlx1→mlx1), 4 over TCP), 3 duplicates dropped, 549 fell back (549 rdma→tcp)"
+    )
+    expect(explain({ ...noFigures, resendFailed: 28 })).toBe(
+      "0 resent, 28 not resent, 0 duplicates dropped, 0 fell back"
+    )
   })
 
   it("an interrupted probe (SIGINT) leaves no child process behind", async () => {

@@ -68,13 +68,19 @@ const by = (r: Readonly<Record<string, number>>) =>
     .map(([k, n]) => `${n} ${k}`)
     .join(", ")
 
+/** The NIC pairs a resend went over: "mlx0→mlx1" for one, "NIC pairs (200 mlx0→mlx1, 56 mlx1→mlx1)" for more. */
+const overPairs = (pairs: Readonly<Record<string, number>>): string => {
+  const used = Object.entries(pairs).filter(([, n]) => n > 0)
+  if (used.length === 0) return "another NIC pair"
+  if (used.length === 1) return (used[0] as [string, number])[0]
+  return `NIC pairs (${by(pairs)})`
+}
+
 /** The sentence that explains a row's figures: "256 resent (256 over mlx1→mlx1), 0 duplicates dropped, …". */
 export const explain = (f: Figures): string => {
   const r = resent(f)
   const paths = [
-    f.resentVia.nicPair > 0
-      ? `${f.resentVia.nicPair} over ${sum(f.resentPairs) > 0 ? by(f.resentPairs) : "another NIC pair"}`
-      : undefined,
+    f.resentVia.nicPair > 0 ? `${f.resentVia.nicPair} over ${overPairs(f.resentPairs)}` : undefined,
     f.resentVia.tcp > 0 ? `${f.resentVia.tcp} over TCP` : undefined,
     f.resentVia.controlPlane > 0 ? `${f.resentVia.controlPlane} with the control plane's Notify` : undefined
   ].filter((x): x is string => x !== undefined)
