@@ -4,23 +4,11 @@
  * NAKed Invalid Request and the responder QP goes to ERR. The peer is a plain UDP socket the QP is connected to, so
  * the test sends exactly the packets a broken or hostile requester would.
  */
-import * as dgram from "node:dgram"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import {
-  AccessFlags,
-  type AsyncEvent,
-  EventType,
-  Mtu,
-  QpState,
-  QpType,
-  Rc,
-  SoftVerbs,
-  WcOpcode,
-  WcStatus
-} from "../src/index.js"
-import { softGid } from "../src/soft/Address.js"
+import { AccessFlags, type AsyncEvent, EventType, Mtu, QpState, Rc, WcOpcode, WcStatus } from "../src/index.js"
 import { Flag, HDR, Nak, Off, Op, writeHeader } from "../src/soft/Packet.js"
+import { rawQp } from "./fixtures/raw-responder.js"
 import { drain, waitFor } from "./support.js"
 
 const PEER_QPN = 0x4242
@@ -28,28 +16,8 @@ const RQ_PSN = 1000
 
 /** A SoftVerbs QP connected to a raw UDP socket on 127.0.0.1, which records what the QP sends it. */
 const rawPeerAndQp = Effect.gen(function* () {
-  const { control, verbs } = yield* SoftVerbs.make({ devices: [{ name: "q" }] })
-  const ctx = yield* verbs.openDevice("q")
-  const device = yield* control.device("q")
-  const pd = yield* ctx.allocPd
-  const cq = yield* ctx.createCq(64)
-  const qp = yield* pd.createQp({
-    sendCq: cq,
-    recvCq: cq,
-    qpType: QpType.RC,
-    cap: { maxSendWr: 16, maxRecvWr: 16, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
-  })
-  const buf = Buffer.alloc(8192)
-  const mr = yield* pd.regMr(buf, AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ)
-  const sock = yield* Effect.acquireRelease(
-    Effect.promise(
-      () =>
-        new Promise<dgram.Socket>((resolve) => {
-          const s = dgram.createSocket("udp4")
-          s.bind(0, "127.0.0.1", () => resolve(s))
-        })
-    ),
-    (s) => Effect.promise(() => new Promise<void>((r) => s.close(() => r())))
+  const { device, cq, qp, buf, mr, sock, gid, inject } = yield* rawQp(
+    AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ
   )
   const received: Array<Buffer> = []
   sock.on("message", (m: Buffer) => received.push(Buffer.from(m)))
@@ -58,18 +26,14 @@ const rawPeerAndQp = Effect.gen(function* () {
     Effect.sync(() => device.subscribe((e) => events.push(e))),
     (unsubscribe) => Effect.sync(unsubscribe)
   )
-  const gid = softGid("127.0.0.1", sock.address().port)
   yield* Rc.connect(qp, 0, { gid, qpNum: PEER_QPN, psn: RQ_PSN }, { ...Rc.defaultParams, pathMtu: Mtu.MTU_256 })
-  const port = Number((yield* control.address("q")).split(":")[1])
   /** Sends one request packet (payload of `plen` bytes of `fill`) and waits until the device has taken it. */
   const send = (op: number, flags: number, psn: number, plen: number, more: { imm?: number; msgLen?: number } = {}) =>
     Effect.gen(function* () {
       const d = Buffer.alloc(HDR + plen, 0x5a)
       const msgLen = more.msgLen ?? plen
       writeHeader(d, op, flags, 0, qp.qpNum, PEER_QPN, psn, 0, more.imm ?? 0, mr.rkey, msgLen, mr.addr, 0, plen)
-      const target = device.counters.rxPackets + 1
-      sock.send(d, port, "127.0.0.1")
-      expect(yield* waitFor(() => device.counters.rxPackets >= target)).toBe(true)
+      yield* inject(d)
     })
   const naks = () => received.filter((m) => m[Off.op] === Op.NAK)
   return { qp, cq, mr, buf, device, events, send, naks }
