@@ -9,7 +9,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { QpState, WcOpcode, WcStatus } from "../src/index.js"
 import { Nak, Op } from "../src/soft/Packet.js"
-import { rawResponder } from "./fixtures/raw-responder.js"
+import { type RawResponder, rawResponder } from "./fixtures/raw-responder.js"
 import { drain, makePair, pollN, recvWr, sendWr, waitFor } from "./support.js"
 
 describe("SoftVerbs requester: ACKs after a go-back-N", () => {
@@ -41,63 +41,43 @@ describe("SoftVerbs requester: ACKs after a go-back-N", () => {
     })
   )
 
-  it.scopedLive(
-    "an ACK past an outstanding READ completes the WRs before it, not the READ; the READ is asked again",
-    () =>
-      Effect.gen(function* () {
-        const { qp, cq, buf, device, requests, readResponse, ack, send, read } = yield* rawResponder(20)
-        expect(send(1, 0, 64)).toBe(0)
-        expect(read(2, 1024, 64)).toBe(0)
-        expect(send(3, 0, 64)).toBe(0)
-        expect(yield* waitFor(() => requests.length >= 3)).toBe(true)
-        yield* ack(2)
-        expect(drain(cq).map((w) => ({ wrId: w.wrId, status: w.status }))).toEqual([
-          { wrId: 1, status: WcStatus.SUCCESS }
-        ])
-        // Went back to the READ at once (the ACK timeout here is 4.3 s): the READ and the SEND after it go again.
-        expect(yield* waitFor(() => requests.length >= 5, 2000)).toBe(true)
-        expect(requests.slice(3)).toEqual([
-          { op: Op.READ_REQ, psn: 1 },
-          { op: Op.SEND, psn: 2 }
-        ])
-        expect(device.counters.retransmits).toBe(0)
-        yield* readResponse(1, Buffer.alloc(64, 3), 64, 0)
-        yield* ack(2)
-        expect(drain(cq).map((w) => ({ wrId: w.wrId, status: w.status, opcode: w.opcode }))).toEqual([
-          { wrId: 2, status: WcStatus.SUCCESS, opcode: WcOpcode.RDMA_READ },
-          { wrId: 3, status: WcStatus.SUCCESS, opcode: WcOpcode.SEND }
-        ])
-        expect(buf.subarray(1024, 1024 + 64).every((x) => x === 3)).toBe(true)
-        expect(qp.state).toBe(QpState.RTS)
-      })
-  )
-
-  it.scopedLive("a sequence NAK past an outstanding READ goes back to the READ, not to the NAKed PSN", () =>
-    Effect.gen(function* () {
-      const { qp, cq, buf, device, requests, readResponse, ack, nak, send, read } = yield* rawResponder(20)
-      expect(send(1, 0, 64)).toBe(0)
-      expect(read(2, 1024, 64)).toBe(0)
-      expect(send(3, 0, 64)).toBe(0)
-      expect(yield* waitFor(() => requests.length >= 3)).toBe(true)
-      // The responder expects PSN 2: it executed the READ at 1, whose response was lost.
-      yield* nak(Nak.SEQ, 2)
-      expect(drain(cq).map((w) => ({ wrId: w.wrId, status: w.status }))).toEqual([
-        { wrId: 1, status: WcStatus.SUCCESS }
-      ])
-      expect(yield* waitFor(() => requests.length >= 5, 2000)).toBe(true)
-      expect(requests.slice(3)).toEqual([
-        { op: Op.READ_REQ, psn: 1 },
-        { op: Op.SEND, psn: 2 }
-      ])
-      expect(device.counters.retransmits).toBe(0)
-      yield* readResponse(1, Buffer.alloc(64, 4), 64, 0)
-      yield* ack(2)
-      expect(drain(cq).map((w) => ({ wrId: w.wrId, status: w.status }))).toEqual([
-        { wrId: 2, status: WcStatus.SUCCESS },
-        { wrId: 3, status: WcStatus.SUCCESS }
-      ])
-      expect(buf.subarray(1024, 1024 + 64).every((x) => x === 4)).toBe(true)
-      expect(qp.state).toBe(QpState.RTS)
-    })
-  )
+  // An ACK for PSN 2, or a sequence NAK expecting PSN 2 (the responder executed the READ at 1, whose response was
+  // lost), after a SEND (0), a READ (1) and a SEND (2): the first SEND completes, not the READ; the requester goes
+  // back to the READ at once (no retransmit timeout: the ACK timeout here is 4.3 s) and resends it and the SEND after.
+  const pastTheRead = [
+    { what: "an ACK", fill: 3, trigger: (r: RawResponder) => r.ack(2) },
+    { what: "a sequence NAK", fill: 4, trigger: (r: RawResponder) => r.nak(Nak.SEQ, 2) }
+  ]
+  for (const { what, fill, trigger } of pastTheRead) {
+    it.scopedLive(
+      `${what} past an outstanding READ completes the WRs before it, not the READ; the READ is asked again`,
+      () =>
+        Effect.gen(function* () {
+          const r = yield* rawResponder(20)
+          const { qp, cq, buf, device, requests, readResponse, ack, send, read } = r
+          expect(send(1, 0, 64)).toBe(0)
+          expect(read(2, 1024, 64)).toBe(0)
+          expect(send(3, 0, 64)).toBe(0)
+          expect(yield* waitFor(() => requests.length >= 3)).toBe(true)
+          yield* trigger(r)
+          expect(drain(cq).map((w) => ({ wrId: w.wrId, status: w.status }))).toEqual([
+            { wrId: 1, status: WcStatus.SUCCESS }
+          ])
+          expect(yield* waitFor(() => requests.length >= 5, 2000)).toBe(true)
+          expect(requests.slice(3)).toEqual([
+            { op: Op.READ_REQ, psn: 1 },
+            { op: Op.SEND, psn: 2 }
+          ])
+          expect(device.counters.retransmits).toBe(0)
+          yield* readResponse(1, Buffer.alloc(64, fill), 64, 0)
+          yield* ack(2)
+          expect(drain(cq).map((w) => ({ wrId: w.wrId, status: w.status, opcode: w.opcode }))).toEqual([
+            { wrId: 2, status: WcStatus.SUCCESS, opcode: WcOpcode.RDMA_READ },
+            { wrId: 3, status: WcStatus.SUCCESS, opcode: WcOpcode.SEND }
+          ])
+          expect(buf.subarray(1024, 1024 + 64).every((x) => x === fill)).toBe(true)
+          expect(qp.state).toBe(QpState.RTS)
+        })
+    )
+  }
 })
