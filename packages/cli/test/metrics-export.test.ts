@@ -5,24 +5,13 @@
  * moved by exactly the number sent. Without `--metrics-port` nothing listens; TENT's `TENT_METRICS_*` variables turn
  * the export on as well; a metrics port in use stops `tent serve` at start with one line naming `metrics/http_port`.
  */
-import { createServer } from "node:net"
 import { Metrics } from "@tent/core"
+import { freePort } from "@tent/rpc/testing/redis"
 import { afterEach, describe, expect, it } from "vitest"
 import { run, start, stopAll } from "./fixtures/cli.js"
 import { type Family, parse, sampleValue } from "./fixtures/prometheus.js"
 
 afterEach(stopAll)
-
-/** A port nothing listens on now (the kernel's pick for a listener closed at once). */
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const s = createServer()
-    s.once("error", reject)
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port
-      s.close(() => resolve(port))
-    })
-  })
 
 const scrape = async (url: string): Promise<{ status: number; families: Map<string, Family>; text: string }> => {
   const r = await fetch(url, { signal: AbortSignal.timeout(20_000) })

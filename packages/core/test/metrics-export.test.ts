@@ -7,19 +7,9 @@
  */
 import { createServer, type Server } from "node:net"
 import { describe, expect, it } from "@effect/vitest"
+import { freePort } from "@tent/rpc/testing/redis"
 import { Effect, Exit, Layer, Metric, Scope } from "effect"
 import { Metrics, MetricsConfig, MetricsExport } from "../src/index.js"
-
-/** A port nothing listens on now (the kernel's pick for a listener closed at once). */
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const s = createServer()
-    s.once("error", reject)
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port
-      s.close(() => resolve(port))
-    })
-  })
 
 /** A listener holding a port (a port in use). */
 const hold = (): Promise<Server> =>
