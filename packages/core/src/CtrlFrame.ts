@@ -169,8 +169,8 @@ export const encode = (frame: Frame): Uint8Array => {
 
 /**
  * The notify slot's encoder: a `NOTIFY_COMPAT` frame stamped `(session, seq)`, epoch 0, ack_seq 0, flags 0, written
- * into `buf` at `offset`. Returns the frame's length, or -1 when it does not fit one notify slot
- * (`NotifyWire.SLOT_BYTES`), in which case nothing is written. The caller makes sure `buf` has room; `session` and
+ * into `buf` at `offset`. Returns the frame's length, or -1 when it does not fit `max` bytes (by default one TENT
+ * notify slot, `NotifyWire.SLOT_BYTES`), in which case nothing is written. The caller makes sure `buf` has room; `session` and
  * `seq` must be u64s (`RangeError` otherwise).
  */
 export const encodeInto = (
@@ -179,9 +179,10 @@ export const encodeInto = (
   session: bigint,
   seq: bigint,
   name: Uint8Array,
-  msg: Uint8Array
+  msg: Uint8Array,
+  max: number = NotifyWire.SLOT_BYTES
 ): number => {
-  const payloadLen = NotifyWire.encode(buf, offset + HEADER_BYTES, name, msg, NotifyWire.SLOT_BYTES - HEADER_BYTES)
+  const payloadLen = NotifyWire.encode(buf, offset + HEADER_BYTES, name, msg, max - HEADER_BYTES)
   if (payloadLen < 0) return -1
   writeHeader(buf, offset, 0, session, 0n, seq, 0n, payloadLen)
   return HEADER_BYTES + payloadLen

@@ -36,8 +36,18 @@ export interface DedupShape {
   readonly notifyProto: number
   /** The stamp of the next notification to a peer that advertised `peerProto`; `undefined`: send it unstamped. */
   readonly stamp: (peerProto: number) => Stamp | undefined
-  /** Encodes into a send slot for a peer that advertised `peerProto`; returns the length or -1 (too large). */
-  readonly encode: (buf: Buffer, offset: number, n: Notification, stamp: Stamp | undefined, peerProto: number) => number
+  /**
+   * Encodes into a send slot for a peer that advertised `peerProto`; returns the length or -1 (longer than `max`
+   * bytes, by default a whole TENT slot: nothing is written).
+   */
+  readonly encode: (
+    buf: Buffer,
+    offset: number,
+    n: Notification,
+    stamp: Stamp | undefined,
+    peerProto: number,
+    max?: number
+  ) => number
   /** Decodes a received payload into `out`: 0, or a positive `NotifyFrame.Reject` code (malformed). */
   readonly decode: (buf: Buffer, offset: number, len: number, out: DecodedFrame) => number
   /**
@@ -60,7 +70,7 @@ export class Dedup extends Context.Tag("@tent/core/Dedup")<Dedup, DedupShape>() 
 export const legacy: DedupShape = {
   notifyProto: 0,
   stamp: () => undefined,
-  encode: (buf, offset, n) => NotifyFrame.encode(buf, offset, n.name, n.msg),
+  encode: (buf, offset, n, _stamp, _peerProto, max) => NotifyFrame.encode(buf, offset, n.name, n.msg, max),
   decode: (buf, offset, len, out) => NotifyFrame.decode(buf, offset, len, out),
   admit: () => true,
   maxPayload: NotifyFrame.MAX_PAYLOAD
@@ -93,10 +103,10 @@ export const makeSeries = (options: SessionTableOptions = {}): DedupShape => {
   return {
     notifyProto: 1,
     stamp: (peerProto) => (peerProto >= 1 ? { session, seq: ++next } : undefined),
-    encode: (buf, offset, n, stamp, peerProto) =>
+    encode: (buf, offset, n, stamp, peerProto, max) =>
       stamp !== undefined && peerProto >= 1
-        ? CtrlFrame.encodeInto(buf, offset, stamp.session, stamp.seq, n.name, n.msg)
-        : NotifyFrame.encode(buf, offset, n.name, n.msg),
+        ? CtrlFrame.encodeInto(buf, offset, stamp.session, stamp.seq, n.name, n.msg, max)
+        : NotifyFrame.encode(buf, offset, n.name, n.msg, max),
     decode: (buf, offset, len, out) => {
       if (CtrlFrame.isCtrlFrame(buf, offset, len)) return CtrlFrame.decodeInto(buf, offset, len, out)
       out.stamped = false

@@ -28,6 +28,10 @@ export interface EndpointInfo {
   /** Notify sends posted and not completed. */
   readonly pending: number
   readonly connected: boolean
+  /** Notify slots allocated: send and receive (`transports/rdma/notify/*`; lazy rings grow from few). */
+  readonly notifySlots: { readonly send: number; readonly recv: number }
+  /** Bytes of notify slot memory allocated and registered (what a NIC pins for this endpoint's notify QP). */
+  readonly notifyBytes: number
 }
 
 type PeerHealthMetrics = HealthRecord.PeerHealthMetrics
@@ -120,7 +124,9 @@ export const make = Effect.gen(function* () {
         notifyQpNum: ep.notifyQpNum,
         dataQpNums: ep.dataQps.map((q) => q.qpNum),
         pending: ep.pending,
-        connected: ep.connected
+        connected: ep.connected,
+        notifySlots: { send: ep.notify.sendCapacity, recv: ep.notify.recvCapacity },
+        notifyBytes: ep.notify.registeredBytes
       }))
     ),
     pauseNotifyPoller: (paused) => Effect.sync(() => rdma?.poller.pause(paused)),

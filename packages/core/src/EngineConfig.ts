@@ -112,6 +112,26 @@ export const engineKeys = {
   }),
   "transports/rdma/endpoint/max_inline_bytes": int(64, "inline data bytes per data WR", nonNegative),
   "transports/rdma/endpoint/endpoint_store_cap": int(65536, "endpoints per device before eviction", positive),
+  "transports/rdma/notify/lazy_slots": {
+    kind: "bool",
+    default: false,
+    description:
+      "allocate notify send slots on first use and grow the posted receive ring with demand (RNR NAKs pace the peer meanwhile); false: TENT's, every slot at endpoint construction"
+  },
+  "transports/rdma/notify/slots": int(256, "notify send window and receive ring depth per endpoint (TENT: 256)", {
+    check: (n) => n >= 1 && n <= 16384,
+    message: "must be in 1..16384"
+  }),
+  "transports/rdma/notify/slot_bytes": int(
+    65536,
+    "bytes of one notify slot, the largest notification frame sent or received over RDMA (TENT: 65536); larger ones go to the other transports",
+    { check: (n) => n >= 256 && n <= 65536, message: "must be in 256..65536" }
+  ),
+  "transports/rdma/notify/initial_recv_slots": int(
+    1,
+    "with lazy_slots: receives posted per endpoint at connection, doubled when the ring runs low (at most slots)",
+    positive
+  ),
   "transports/rdma/device/port": int(1, "port number of every device", positive),
   "transports/rdma/device/gid_index": int(-1, "GID index; -1 = automatic (0)", {
     check: (n) => n >= -1,
@@ -232,6 +252,18 @@ export interface EndpointParams {
   readonly endpointStoreCap: number
 }
 
+/** How an endpoint's notify slots are allocated (`transports/rdma/notify/*`; RFC open question 3). */
+export interface NotifySlotSettings {
+  /** `lazy_slots`: send slots on first use, a receive ring that grows; false: TENT's, everything at construction. */
+  readonly lazy: boolean
+  /** `slots`: the send window and the receive ring's depth (the most it grows to when lazy). */
+  readonly slots: number
+  /** `slot_bytes`: bytes of one slot, the largest frame this side sends or receives. */
+  readonly slotBytes: number
+  /** `initial_recv_slots`: the receives a lazy ring posts at connection (TENT's allocation posts `slots`). */
+  readonly initialRecvSlots: number
+}
+
 /** The engine's settings (the `rpc/*` ones live in `RpcConfig`, the rail ones in `RailHealth`). */
 export interface EngineSettings {
   readonly localSegmentName: string
@@ -248,6 +280,8 @@ export interface EngineSettings {
   readonly numLanes: number
   readonly maxTimeoutNs: number
   readonly endpoint: EndpointParams
+  /** `transports/rdma/notify/*`. */
+  readonly notify: NotifySlotSettings
   readonly device: {
     readonly port: number
     readonly gidIndex: number
@@ -294,6 +328,27 @@ const registryConfig = Config.all({
   )
 )
 
+/** `transports/rdma/notify/*`: `initial_recv_slots` is read only when lazy, and must not exceed `slots`. */
+const notifyConfig: Config.Config<NotifySlotSettings> = Config.all({
+  lazy: read.bool("transports/rdma/notify/lazy_slots"),
+  slots: read.int("transports/rdma/notify/slots"),
+  slotBytes: read.int("transports/rdma/notify/slot_bytes"),
+  initialRecvSlots: read.int("transports/rdma/notify/initial_recv_slots")
+}).pipe(
+  Config.mapOrFail((n) =>
+    !n.lazy
+      ? Either.right({ ...n, initialRecvSlots: n.slots })
+      : n.initialRecvSlots > n.slots
+        ? Either.left(
+            invalid(
+              "transports/rdma/notify/initial_recv_slots",
+              `must be at most transports/rdma/notify/slots (${n.slots}), got ${n.initialRecvSlots}`
+            )
+          )
+        : Either.right(n)
+  )
+)
+
 /** The engine's settings read from the current `ConfigProvider`. */
 export const config: Config.Config<EngineSettings> = Config.all({
   localSegmentName: read.string("local_segment_name"),
@@ -323,6 +378,7 @@ export const config: Config.Config<EngineSettings> = Config.all({
     maxInlineBytes: read.int("transports/rdma/endpoint/max_inline_bytes"),
     endpointStoreCap: read.int("transports/rdma/endpoint/endpoint_store_cap")
   }),
+  notify: notifyConfig,
   device: Config.all({
     port: read.int("transports/rdma/device/port"),
     gidIndex: read.int("transports/rdma/device/gid_index"),

@@ -18,10 +18,11 @@ export const HEADER_BYTES = NotifyWire.HEADER_BYTES
 export const MAX_PAYLOAD = NotifyWire.MAX_PAYLOAD
 
 /**
- * Encodes `name` and `msg` into `buf` at `offset`; returns the encoded length, or -1 when it does not fit
- * `SLOT_BYTES` (TENT: "Notification message too large").
+ * Encodes `name` and `msg` into `buf` at `offset`; returns the encoded length, or -1 when it does not fit `max`
+ * bytes, by default `SLOT_BYTES` (TENT: "Notification message too large").
  */
-export const encode: (buf: Buffer, offset: number, name: Uint8Array, msg: Uint8Array) => number = NotifyWire.encode
+export const encode: (buf: Buffer, offset: number, name: Uint8Array, msg: Uint8Array, max?: number) => number =
+  NotifyWire.encode
 
 /** Why a received payload was rejected (counted by the poller, never thrown). */
 export const Reject = NotifyWire.Reject

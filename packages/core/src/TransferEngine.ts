@@ -200,7 +200,7 @@ export const make = Effect.gen(function* () {
       kind: "rpc",
       send: (segment, n) => TcpTransport.notifyRpc(agent, cache, segment, stamped(segment, n))
     },
-    slotPayload: dedup.maxPayload
+    slotPayload: rdma?.slotPayload ?? dedup.maxPayload
   }
   const installed: ReadonlyArray<QueueKind> = senders.transports.map((s) => s.kind as QueueKind)
   const drainOrder = routing.drainOrder(installed)
@@ -244,7 +244,7 @@ export const make = Effect.gen(function* () {
           0,
           name,
           n,
-          rc === RdmaTransport.TOO_LARGE ? Effect.fail(rdma.tooLarge(n)) : rdma.sendFull(name, n)
+          rc === RdmaTransport.TOO_LARGE ? Effect.fail(rdma.tooLarge(n, name)) : rdma.sendFull(name, n)
         )
       }
       return sendVia(order, 0, name, n)

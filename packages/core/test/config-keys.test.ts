@@ -79,7 +79,12 @@ const defaultsBefore = {
   "metrics/enabled": false,
   "metrics/http_port": 9100,
   "metrics/http_host": "127.0.0.1",
-  "metrics/peer_labels": false
+  "metrics/peer_labels": false,
+  // Added since: the notify slots' allocation (TENT's 256 × 64 KiB at construction unless `lazy_slots`).
+  "transports/rdma/notify/lazy_slots": false,
+  "transports/rdma/notify/slots": 256,
+  "transports/rdma/notify/slot_bytes": 65_536,
+  "transports/rdma/notify/initial_recv_slots": 1
 }
 
 /** The key tables, by the package that declares (and reads) them. */

@@ -26,7 +26,12 @@ export const BootstrapDesc = Schema.Struct({
   /** The notify QP number; 0 means "no notifications". */
   notify_qp_num: Schema.optionalWith(U32, { default: () => 0 }),
   /** Notification protocol the sender understands (0 = raw frames only, what peers that predate the field speak). */
-  notify_proto: Schema.optionalWith(U32, { default: () => 0 })
+  notify_proto: Schema.optionalWith(U32, { default: () => 0 }),
+  /**
+   * Bytes of the sender's notify receive slots, the largest notification frame it can take; absent (TENT, and this
+   * engine with TENT's slots): 65 536.
+   */
+  notify_slot_bytes: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, 65536)))
 })
 /** A decoded {@link BootstrapDesc}. */
 export type BootstrapDesc = typeof BootstrapDesc.Type

@@ -1,35 +1,128 @@
 /**
- * An endpoint's notify channel (TENT's notify members of `RdmaEndPoint`): the notify QP's 256 × 64 KiB send slots
- * and 256 × 64 KiB receive slots, at most 256 sends in flight, the window's waiters, and — when the `Resend` seam
- * tracks them — the pending table of sends not yet completed, with their stamps.
+ * An endpoint's notify channel (TENT's notify members of `RdmaEndPoint`): the notify QP's send slots and receive
+ * slots (TENT: 256 × 64 KiB each way, allocated and registered when the endpoint is made), at most `slots` sends in
+ * flight, the window's waiters, and — when the `Resend` seam tracks them — the pending table of sends not yet
+ * completed, with their stamps.
  *
- * Hot path: `postNotification`, `postRecv` and `onSendComplete` are plain synchronous code on the preallocated
- * slots and one reused work request.
+ * With `transports/rdma/notify/lazy_slots` (RFC open question 3) nothing is allocated for sending until the first
+ * send, and the send slots grow (doubling, in chunks of registered memory) when every allocated one is in flight; the
+ * posted receive ring starts at `initial_recv_slots` and doubles when a completion finds at most a quarter of it
+ * still posted. Meanwhile the peer's sends that find no receive posted are RNR-NAKed and retried by its NIC
+ * (`rnr_retry` 7: without limit), which is the flow control while the ring grows.
+ *
+ * Hot path: `postNotification`, `repost` and `onSendComplete` are plain synchronous code on slots looked up in
+ * typed arrays and one reused work request; a chunk is allocated only when a ring grows.
  */
 import type { Notification } from "@tent/rpc"
 import {
   AccessFlags,
+  Errno,
   type MemoryRegion,
   type ProtectionDomain,
   type QueuePair,
-  type RdmaError,
+  RdmaError,
   type RecvWr,
   SendFlags,
   type SendWr,
   WrOpcode
 } from "@tent/verbs"
-import { Duration, Effect, Exit, type Scope } from "effect"
+import { Duration, Effect, Either, Exit, Scope } from "effect"
 import type { DedupShape, Stamp } from "../Dedup.js"
+import type { NotifySlotSettings } from "../EngineConfig.js"
 import type { EndpointUnavailable } from "../Errors.js"
 import * as Metrics from "../Metrics.js"
 import { SLOT_BYTES } from "../NotifyFrame.js"
 import type { PeerHealthPolicyShape } from "../PeerHealth.js"
 import type { PendingNotification, ResendShape } from "../Resend.js"
 
-/** TENT's `kNotifyBufferSize`: bytes of one slot. */
+/** TENT's `kNotifyBufferSize`: bytes of one slot, and the most `transports/rdma/notify/slot_bytes` may be. */
 export const NOTIFY_SLOT_BYTES = SLOT_BYTES
 /** TENT's `kNotifyMaxPendingSends`: slots, the send window and the receive depth. */
 export const NOTIFY_SLOTS = 256
+
+export type { NotifySlotSettings }
+
+/** TENT's allocation: 256 × 64 KiB each way, at construction. */
+export const TENT_SLOTS: NotifySlotSettings = {
+  lazy: false,
+  slots: NOTIFY_SLOTS,
+  slotBytes: NOTIFY_SLOT_BYTES,
+  initialRecvSlots: NOTIFY_SLOTS
+}
+
+/** A chunk of slot memory, registered in the endpoint's protection domain. */
+export interface SlotChunk {
+  readonly buf: Buffer
+  readonly mr: MemoryRegion
+}
+
+/** Allocates and registers `bytes` of slot memory (deregistered when the endpoint's scope closes). */
+export type ChunkAllocator = (bytes: number) => Either.Either<SlotChunk, RdmaError>
+
+/** An allocator of chunks in `pd`, registered in `scope` (run synchronously: both providers register at once). */
+export const chunkAllocator =
+  (pd: ProtectionDomain, scope: Scope.Scope): ChunkAllocator =>
+  (bytes) =>
+    Effect.runSync(
+      Effect.either(
+        Effect.map(Scope.extend(pd.regMr(Buffer.allocUnsafeSlow(bytes), AccessFlags.LOCAL_WRITE), scope), (mr) => ({
+          buf: mr.buffer,
+          mr
+        }))
+      )
+    )
+
+/**
+ * Slots of one direction, in chunks: per slot its chunk's buffer, its offset there, its address and lkey, so the hot
+ * path finds a slot with three typed-array reads whichever chunk holds it.
+ */
+class SlotRing {
+  /** Slots allocated. */
+  capacity = 0
+  readonly bufs: Array<Buffer | undefined>
+  readonly offsets: Int32Array
+  readonly addrs: Float64Array
+  readonly lkeys: Uint32Array
+  /** Chunks allocated (each one MR). */
+  chunks = 0
+
+  constructor(
+    readonly max: number,
+    readonly slotBytes: number
+  ) {
+    this.bufs = new Array<Buffer | undefined>(max).fill(undefined)
+    this.offsets = new Int32Array(max)
+    this.addrs = new Float64Array(max)
+    this.lkeys = new Uint32Array(max)
+  }
+
+  /** Adds up to `count` slots in one chunk from `alloc`; returns the first new slot, or the allocation's error. */
+  grow(alloc: ChunkAllocator | undefined, count: number): number | RdmaError {
+    const n = Math.min(count, this.max - this.capacity)
+    if (alloc === undefined || n <= 0) {
+      return new RdmaError({ op: "ibv_reg_mr", errno: Errno.ENOMEM, message: "no notify slot memory to grow into" })
+    }
+    const chunk = alloc(n * this.slotBytes)
+    if (Either.isLeft(chunk)) return chunk.left
+    const first = this.capacity
+    const { buf, mr } = chunk.right
+    for (let i = 0; i < n; i++) {
+      this.bufs[first + i] = buf
+      this.offsets[first + i] = i * this.slotBytes
+      this.addrs[first + i] = mr.addr + i * this.slotBytes
+      this.lkeys[first + i] = mr.lkey
+    }
+    this.capacity = first + n
+    this.chunks++
+    return first
+  }
+
+  /** Forgets every slot (the endpoint's scope deregisters them). */
+  clear(): void {
+    this.bufs.fill(undefined)
+    this.capacity = 0
+  }
+}
 
 /** What a channel needs from the engine's seams. */
 export interface NotifyChannelPolicies {
@@ -55,7 +148,7 @@ export class NotifyChannel {
   qp: QueuePair | undefined
   /** Sends posted and not successfully completed (TENT `notify_pending_count_`). */
   pending = 0
-  /** TENT `notify_send_wr_id_`: slot = counter % 256. */
+  /** Sends posted (TENT `notify_send_wr_id_`). */
   sendCounter = 0
   /** Receives posted and not completed (the notify QP's side `finishDestroy` waits for under RFC PR 1). */
   recvPosted = 0
@@ -63,14 +156,26 @@ export class NotifyChannel {
   connected = false
   /** The peer's `notify_proto` from its `BootstrapDesc`. */
   peerProto = 0
+  /** The peer's receive slot size from its `BootstrapDesc` (`notify_slot_bytes`; TENT's 64 KiB when absent). */
+  peerSlotBytes = NOTIFY_SLOT_BYTES
   /** The peer's RPC address, set by the sending side (`""` until then): whose health the slot wait consults. */
   peerAddress = ""
   /** Sends posted and not completed, oldest first, when the resend policy tracks them. */
   readonly inFlight: Array<PendingNotification> = []
-  private sendBuf: Buffer | undefined
-  private sendMr: MemoryRegion | undefined
-  private recvBuf: Buffer | undefined
-  private recvMr: MemoryRegion | undefined
+  /** Times a ring could not grow (the allocation failed): sends fail with the error, receives stay as they are. */
+  growFailures = 0
+  /** Slot memory: allocated by {@link attach}'s allocator, at construction or (lazy) on demand. */
+  private alloc: ChunkAllocator | undefined
+  private readonly send: SlotRing
+  private readonly recv: SlotRing
+  /** Free send slots, oldest freed first (a ring of `slots`): TENT's `counter % 256` order while nothing grows. */
+  private readonly free: Int32Array
+  private freeHead = 0
+  private freeCount = 0
+  /** Send slots in flight, in posting order: an RC QP completes its sends in that order, flushed or not. */
+  private readonly busy: Int32Array
+  private busyHead = 0
+  private busyCount = 0
   private readonly waiters = new Set<() => void>()
   private readonly sge = { addr: 0, length: 0, lkey: 0 }
   private readonly sendWr: SendWr = {
@@ -79,34 +184,92 @@ export class NotifyChannel {
     sendFlags: SendFlags.SIGNALED,
     sgList: [this.sge]
   }
-  private readonly recvSge = { addr: 0, length: NOTIFY_SLOT_BYTES, lkey: 0 }
+  private readonly recvSge = { addr: 0, length: 0, lkey: 0 }
   private readonly recvWr: RecvWr = { wrId: 0, sgList: [this.recvSge] }
 
   constructor(
     readonly policies: NotifyChannelPolicies,
-    private readonly unavailable: (message: string) => EndpointUnavailable
-  ) {}
+    private readonly unavailable: (message: string) => EndpointUnavailable,
+    readonly settings: NotifySlotSettings = TENT_SLOTS
+  ) {
+    this.send = new SlotRing(settings.slots, settings.slotBytes)
+    this.recv = new SlotRing(settings.slots, settings.slotBytes)
+    this.free = new Int32Array(settings.slots)
+    this.busy = new Int32Array(settings.slots)
+    this.recvSge.length = settings.slotBytes
+  }
+
+  /** The send window and the receive ring's full depth: the notify QP's `max_send_wr` and `max_recv_wr`. */
+  get slots(): number {
+    return this.settings.slots
+  }
+
+  /** Bytes of one slot. */
+  get slotBytes(): number {
+    return this.settings.slotBytes
+  }
+
+  /** Receive slots allocated (posted or being handled). */
+  get recvCapacity(): number {
+    return this.recv.capacity
+  }
+
+  /** Send slots allocated. */
+  get sendCapacity(): number {
+    return this.send.capacity
+  }
+
+  /** Bytes of slot memory allocated and registered (what a NIC pins for this channel). */
+  get registeredBytes(): number {
+    return (this.send.capacity + this.recv.capacity) * this.settings.slotBytes
+  }
+
+  /**
+   * Takes the chunk allocator and allocates what construction allocates: TENT's, every slot each way; lazy, the
+   * first `initial_recv_slots` receive slots and nothing for sending.
+   */
+  attach(alloc: ChunkAllocator): Effect.Effect<void, RdmaError> {
+    return Effect.suspend(() => {
+      this.alloc = alloc
+      const { lazy, slots, initialRecvSlots } = this.settings
+      const recv = this.recv.grow(alloc, lazy ? initialRecvSlots : slots)
+      if (recv instanceof RdmaError) return Effect.fail(recv)
+      if (!lazy) {
+        const send = this.growSend(slots)
+        if (send !== 0) return Effect.fail(send)
+      }
+      return Effect.void
+    })
+  }
 
   /** Allocates and registers the slots in `pd` (deregistered when the scope closes). */
   allocate(pd: ProtectionDomain): Effect.Effect<void, RdmaError, Scope.Scope> {
-    return Effect.gen(this, function* () {
-      this.sendBuf = Buffer.allocUnsafeSlow(NOTIFY_SLOTS * NOTIFY_SLOT_BYTES)
-      this.sendMr = yield* pd.regMr(this.sendBuf, AccessFlags.LOCAL_WRITE)
-      this.recvBuf = Buffer.allocUnsafeSlow(NOTIFY_SLOTS * NOTIFY_SLOT_BYTES)
-      this.recvMr = yield* pd.regMr(this.recvBuf, AccessFlags.LOCAL_WRITE)
-      this.sge.lkey = this.sendMr.lkey
-      this.recvSge.lkey = this.recvMr.lkey
-    })
+    return Effect.flatMap(Effect.scope, (scope) => this.attach(chunkAllocator(pd, scope)))
+  }
+
+  /** Adds up to `count` send slots to the free ring; 0 or the allocation's error. */
+  private growSend(count: number): 0 | RdmaError {
+    const first = this.send.grow(this.alloc, count)
+    if (first instanceof RdmaError) {
+      this.growFailures++
+      return first
+    }
+    const n = this.send.capacity - first
+    const size = this.settings.slots
+    for (let i = 0; i < n; i++) this.free[(this.freeHead + this.freeCount + i) % size] = first + i
+    this.freeCount += n
+    return 0
   }
 
   /** Forgets the QP and the slots (the endpoint's scope closes them). */
   release(): void {
     this.connected = false
     this.qp = undefined
-    this.sendMr = undefined
-    this.recvMr = undefined
-    this.sendBuf = undefined
-    this.recvBuf = undefined
+    this.alloc = undefined
+    this.send.clear()
+    this.recv.clear()
+    this.freeCount = 0
+    this.busyCount = 0
   }
 
   /** The notify QP's number, 0 without one (TENT `notifyQpNum()`). */
@@ -114,22 +277,37 @@ export class NotifyChannel {
     return this.qp?.qpNum ?? 0
   }
 
-  /** Connected: every receive slot posted (TENT `setupNotifyQp`'s tail). */
+  /** Connected: every allocated receive slot posted (TENT `setupNotifyQp`'s tail). */
   open(): void {
     this.connected = true
-    for (let i = 0; i < NOTIFY_SLOTS; i++) this.postRecv(i)
+    for (let i = 0; i < this.recv.capacity; i++) this.postRecv(i)
   }
 
   /** Posts receive slot `index` (TENT `postNotifyRecv`); returns 0 or the errno. */
   postRecv(index: number): number {
     const qp = this.qp
-    const mr = this.recvMr
-    if (qp === undefined || mr === undefined) return -1
+    const buf = this.recv.bufs[index]
+    if (qp === undefined || buf === undefined) return -1
     this.recvWr.wrId = index
-    this.recvSge.addr = mr.addr + index * NOTIFY_SLOT_BYTES
+    this.recvSge.addr = this.recv.addrs[index] as number
+    this.recvSge.lkey = this.recv.lkeys[index] as number
     const rc = qp.postRecv(this.recvWr)
     if (rc === 0) this.recvPosted++
     return rc
+  }
+
+  /**
+   * Reposts receive slot `index` after its completion was handled. A lazy ring that had at most a quarter of its
+   * slots posted when the completion came (it ran low: the peer's sends were, or were about to be, RNR-NAKed) first
+   * doubles, up to `slots`, and posts its new slots.
+   */
+  repost(index: number): number {
+    if (this.settings.lazy && this.recvPosted * 4 < this.recv.capacity + 1 && this.recv.capacity < this.recv.max) {
+      const first = this.recv.grow(this.alloc, this.recv.capacity)
+      if (first instanceof RdmaError) this.growFailures++
+      else for (let i = first; i < this.recv.capacity; i++) this.postRecv(i)
+    }
+    return this.postRecv(index)
   }
 
   /** A receive completed (copied out, or flushed). */
@@ -137,31 +315,50 @@ export class NotifyChannel {
     if (this.recvPosted > 0) this.recvPosted--
   }
 
-  /** The receive slots' memory (undefined once released). */
-  get receiveBuffer(): Buffer | undefined {
-    return this.recvBuf
+  /** Receive slot `index`'s buffer (undefined if not allocated, or released). */
+  recvBuffer(index: number): Buffer | undefined {
+    return this.recv.bufs[index]
+  }
+
+  /** Receive slot `index`'s offset in {@link recvBuffer}. */
+  recvOffset(index: number): number {
+    return this.recv.offsets[index] as number
   }
 
   /**
    * Frames and posts one notification into the next send slot: the synchronous core of TENT's `sendNotification`.
-   * A resend passes the stamp it was first sent with. Returns 0, {@link TOO_LARGE}, {@link NO_SLOT} (not connected, or no window unit), or the post's errno.
+   * A resend passes the stamp it was first sent with. Returns 0, {@link TOO_LARGE} (larger than this side's or the
+   * peer's slot), {@link NO_SLOT} (not connected, or no window unit), `ENOMEM` (a lazy send ring could not grow), or
+   * the post's errno.
    */
   postNotification(n: Notification, resent?: Stamp): number {
     const qp = this.qp
-    const mr = this.sendMr
-    const buf = this.sendBuf
-    if (!this.connected || qp === undefined || mr === undefined || buf === undefined) return NO_SLOT
-    if (this.pending >= NOTIFY_SLOTS) return NO_SLOT
-    const offset = (this.sendCounter % NOTIFY_SLOTS) * NOTIFY_SLOT_BYTES
+    if (!this.connected || qp === undefined) return NO_SLOT
+    if (this.pending >= this.settings.slots) return NO_SLOT
+    if (this.freeCount === 0) {
+      // Lazy: every allocated slot is in flight (or none is allocated yet) and the window has room: double.
+      if (this.growSend(Math.max(1, this.send.capacity)) !== 0) return Errno.ENOMEM
+    }
+    const size = this.settings.slots
+    const slot = this.free[this.freeHead] as number
+    const buf = this.send.bufs[slot]
+    if (buf === undefined) return NO_SLOT
+    const offset = this.send.offsets[slot] as number
     const { dedup, resend } = this.policies
     const stamp = resent ?? dedup.stamp(this.peerProto)
-    const len = dedup.encode(buf, offset, n, stamp, this.peerProto)
+    const max = Math.min(this.settings.slotBytes, this.peerSlotBytes)
+    const len = dedup.encode(buf, offset, n, stamp, this.peerProto, max)
     if (len < 0) return TOO_LARGE
-    this.sge.addr = mr.addr + offset
+    this.sge.addr = this.send.addrs[slot] as number
+    this.sge.lkey = this.send.lkeys[slot] as number
     this.sge.length = len
     this.sendWr.wrId = SEND_WR_BASE + (this.sendCounter++ % SEND_WR_BASE)
     const rc = qp.postSend(this.sendWr)
     if (rc !== 0) return rc
+    this.freeHead = (this.freeHead + 1) % size
+    this.freeCount--
+    this.busy[(this.busyHead + this.busyCount) % size] = slot
+    this.busyCount++
     this.pending++
     if (resend.track) this.inFlight.push({ notification: n, stamp, peerProto: this.peerProto })
     return 0
@@ -173,7 +370,7 @@ export class NotifyChannel {
    * being connected. Each wait is observed in `tent_notify_slot_wait_seconds` (outcome `ok` or `timeout`).
    */
   readonly awaitSlot: Effect.Effect<void, EndpointUnavailable> = Effect.suspend(() => {
-    if (!this.connected || this.pending < NOTIFY_SLOTS) return Effect.void
+    if (!this.connected || this.pending < this.settings.slots) return Effect.void
     const { peerHealth } = this.policies
     if (this.peerAddress !== "" && peerHealth.unreachable(this.peerAddress)) {
       return Effect.fail(
@@ -220,11 +417,27 @@ export class NotifyChannel {
    */
   onSendComplete(): void {
     if (this.pending > 0) this.pending--
+    if (this.busyCount > 0) this.freeOldest()
     if (this.policies.resend.track) this.inFlight.shift()
     for (const w of this.waiters) {
       w()
       break
     }
+  }
+
+  /** Every send slot in flight is free again (the QP went to ERR and its window was given up: `disableNotify`). */
+  freeAll(): void {
+    while (this.busyCount > 0) this.freeOldest()
+    this.pending = 0
+  }
+
+  /** The oldest send slot in flight goes back to the free ring. */
+  private freeOldest(): void {
+    const size = this.settings.slots
+    this.free[(this.freeHead + this.freeCount) % size] = this.busy[this.busyHead] as number
+    this.freeCount++
+    this.busyHead = (this.busyHead + 1) % size
+    this.busyCount--
   }
 
   /** The channel stops: not connected any more, every waiter wakes (and fails), the pending table is handed over. */

@@ -14,7 +14,7 @@ import { DecodedFrame, type DedupShape } from "../../Dedup.js"
 import * as Metrics from "../../Metrics.js"
 import type { QpRetirementShape } from "../../QpRetirement.js"
 import type { Delivery } from "../Delivery.js"
-import { NOTIFY_SLOT_BYTES, NOTIFY_SLOTS, SEND_WR_BASE } from "../NotifyChannel.js"
+import { SEND_WR_BASE } from "../NotifyChannel.js"
 import type { RdmaEndpoint } from "./RdmaEndpoint.js"
 
 /** Completions the notify poller takes from one CQ per pass (TENT: 16). */
@@ -88,8 +88,9 @@ export const start = (options: {
   let passNow = -1
 
   const handleRecv = (ep: RdmaEndpoint, index: number, byteLen: number): void => {
-    const buf = ep.notify.receiveBuffer
-    if (buf === undefined || index < 0 || index >= NOTIFY_SLOTS || byteLen > NOTIFY_SLOT_BYTES) {
+    const notify = ep.notify
+    const buf = index >= 0 && index < notify.recvCapacity ? notify.recvBuffer(index) : undefined
+    if (buf === undefined || byteLen > notify.slotBytes) {
       counters.malformed++
       Metrics.rejectedSlot.update(1)
       return
@@ -98,7 +99,7 @@ export const start = (options: {
       repost(ep, index)
       return
     }
-    const rc = dedup.decode(buf, index * NOTIFY_SLOT_BYTES, byteLen, frame)
+    const rc = dedup.decode(buf, notify.recvOffset(index), byteLen, frame)
     if (rc !== 0) {
       counters.malformed++
       Metrics.rejected(rc).update(1)
@@ -113,9 +114,10 @@ export const start = (options: {
     repost(ep, index)
   }
 
-  // A retiring endpoint (RFC PR 1: still published) gets no receive reposted into its ERR QP.
+  // A retiring endpoint (RFC PR 1: still published) gets no receive reposted into its ERR QP. A lazy ring may grow
+  // here (`NotifyChannel.repost`).
   const repost = (ep: RdmaEndpoint, index: number): void => {
-    if (ep.status === "READY") ep.notify.postRecv(index)
+    if (ep.status === "READY") ep.notify.repost(index)
   }
 
   const handle = (w: WorkCompletion): void => {

@@ -1,7 +1,8 @@
 /**
  * `RdmaEndpoint`: one per (local device, peer device), as TENT's `RdmaEndPoint`. It owns `num_lanes` data RC QPs and
- * one notify RC QP with its {@link NotifyChannel} (256 × 64 KiB send and receive slots; receives posted only once the
- * notify QP is connected; at most 256 sends in flight).
+ * one notify RC QP with its {@link NotifyChannel} (TENT: 256 × 64 KiB send and receive slots, allocated here;
+ * `transports/rdma/notify/*` sizes them or makes them lazy; receives posted only once the notify QP is connected; at
+ * most `slots` sends in flight).
  *
  * States are TENT's: `UNINIT → HANDSHAKING` (construct) `→ READY` (QPs connected) `→ DESTROYING` (retire)
  * `→ DESTROYED` (deconstruct); an endpoint is never reused. `retire`, `finishDestroy` and `deconstruct` may be
@@ -32,7 +33,13 @@ import * as Metrics from "../../Metrics.js"
 import type { NotifyQpParamsShape } from "../../NotifyQpParams.js"
 import type { QpRetirementShape } from "../../QpRetirement.js"
 import type { RetiringChannel } from "../../Resend.js"
-import { NOTIFY_SLOTS, NotifyChannel, type NotifyChannelPolicies } from "../NotifyChannel.js"
+import {
+  NOTIFY_SLOT_BYTES,
+  NotifyChannel,
+  type NotifyChannelPolicies,
+  type NotifySlotSettings,
+  TENT_SLOTS
+} from "../NotifyChannel.js"
 import { dataQpParams, nicPath, parseGidText } from "./NicPath.js"
 
 /** TENT's `kFinishDestroyTimeoutSec`: after this, destroy proceeds with work requests still outstanding. */
@@ -69,6 +76,8 @@ export interface EndpointHost {
   readonly notifyParams: NotifyQpParamsShape
   /** The seams the notify channel consults (framing, pending table, slot wait). */
   readonly policies: NotifyChannelPolicies
+  /** How notify slots are allocated (`transports/rdma/notify/*`); absent: TENT's 256 × 64 KiB each way, at once. */
+  readonly notifySlots?: NotifySlotSettings
   /** Publish / unpublish the notify QP in the transport's QP-number table. */
   readonly publishNotifyQp: (qpNum: number, ep: RdmaEndpoint) => void
   readonly unpublishNotifyQp: (qpNum: number, ep: RdmaEndpoint) => void
@@ -117,7 +126,11 @@ export class RdmaEndpoint {
     /** The peer's segment name (its server part). */
     readonly segment: string
   ) {
-    this.notify = new NotifyChannel(host.policies, (message) => this.unavailable(message))
+    this.notify = new NotifyChannel(
+      host.policies,
+      (message) => this.unavailable(message),
+      host.notifySlots ?? TENT_SLOTS
+    )
     const limit = device.limits?.device?.maxQpWr
     this.laneDepth = limit === undefined ? host.params.maxQpWr : Math.min(host.params.maxQpWr, limit)
   }
@@ -181,13 +194,14 @@ export class RdmaEndpoint {
       this.wrDepth.push(0)
       this.host.registerDataQp(qp, this, i)
     }
-    // The notify channel's window is its 256 slots each way: a device that cannot hold them gets no notify QP.
-    const maxQpWr = this.device.limits?.device?.maxQpWr ?? NOTIFY_SLOTS
-    if (maxQpWr < NOTIFY_SLOTS) {
+    // The notify channel's window is its slots each way (TENT: 256): a device that cannot hold them gets no notify QP.
+    const slots = this.notify.slots
+    const maxQpWr = this.device.limits?.device?.maxQpWr ?? slots
+    if (maxQpWr < slots) {
       return yield* new RdmaError({
         op: "ibv_create_qp",
         errno: Errno.EINVAL,
-        message: `the notify QP needs ${NOTIFY_SLOTS} work requests each way; ${this.device.name} allows max_qp_wr ${maxQpWr}`
+        message: `the notify QP needs ${slots} work requests each way (transports/rdma/notify/slots); ${this.device.name} allows max_qp_wr ${maxQpWr}`
       })
     }
     const notifyQp = yield* this.device.pd.createQp({
@@ -195,7 +209,7 @@ export class RdmaEndpoint {
       recvCq: this.device.notifyCq,
       qpType: QpType.RC,
       sqSigAll: true,
-      cap: { maxSendWr: NOTIFY_SLOTS, maxRecvWr: NOTIFY_SLOTS, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
+      cap: { maxSendWr: slots, maxRecvWr: slots, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
     })
     const np = this.notifyParams()
     yield* notifyQp.modifyQp(
@@ -229,7 +243,9 @@ export class RdmaEndpoint {
       local_gid: this.device.gidText,
       reply_msg: "",
       notify_qp_num: this.notifyQpNum,
-      notify_proto: this.host.policies.dedup.notifyProto
+      notify_proto: this.host.policies.dedup.notifyProto,
+      // Sent only when it is not TENT's 64 KiB, so a descriptor with TENT's slots is TENT's descriptor.
+      ...(this.notify.slotBytes === NOTIFY_SLOT_BYTES ? {} : { notify_slot_bytes: this.notify.slotBytes })
     }
   }
 
@@ -253,6 +269,7 @@ export class RdmaEndpoint {
       this.peerQpNums = peer.qp_num
       this.status = "READY"
       this.notify.peerProto = peer.notify_proto
+      this.notify.peerSlotBytes = peer.notify_slot_bytes ?? NOTIFY_SLOT_BYTES
       const notifyQp = this.notify.qp
       if (peer.notify_qp_num !== 0 && notifyQp !== undefined) {
         const ok = yield* Effect.either(this.setupNotifyQp(notifyQp, { gid, lid: peer.local_lid }, peer.notify_qp_num))
@@ -377,7 +394,7 @@ export class RdmaEndpoint {
   disableNotify(): void {
     if (this.notify.connected) Metrics.notifyQpDisable.update(1)
     const inFlight = this.notify.pending
-    this.notify.pending = 0
+    this.notify.freeAll()
     this.handOver("disable", inFlight)
   }
 

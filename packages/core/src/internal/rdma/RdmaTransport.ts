@@ -19,7 +19,7 @@ import { PeerHealthPolicy } from "../../PeerHealth.js"
 import { QpRetirement } from "../../QpRetirement.js"
 import { Resend } from "../../Resend.js"
 import { EngineDelivery } from "../Delivery.js"
-import { NO_SLOT, TOO_LARGE } from "../NotifyChannel.js"
+import { NO_SLOT, NOTIFY_SLOT_BYTES, TOO_LARGE } from "../NotifyChannel.js"
 import { EngineAgent, EngineIdentity, ResendQueue } from "../Services.js"
 import { nicPath, parseNicPath } from "./NicPath.js"
 import * as NotifyPoller from "./NotifyPoller.js"
@@ -64,8 +64,10 @@ export interface RdmaTransportShape {
    * `sendNotification(segment, n)` is exactly: this, then `Effect.void`, that failure or {@link sendFull}.
    */
   readonly tryPost: (segment: string, n: Notification) => number
+  /** The largest `name.length + msg.length` a notify slot carries (`transports/rdma/notify/slot_bytes`). */
+  readonly slotPayload: number
   /** The error of a notification larger than a notify slot (what `sendNotification` fails with on {@link TOO_LARGE}). */
-  readonly tooLarge: (n: Notification) => NotificationTooLarge
+  readonly tooLarge: (n: Notification, segment?: string) => NotificationTooLarge
   /**
    * `sendNotification`'s full path (what it runs on {@link FULL_PATH}): the descriptor from the cache, the endpoint
    * from the store (bootstrapped if needed), a wait for a free slot, the post.
@@ -147,6 +149,7 @@ export const make = Effect.gen(function* () {
     retirement,
     notifyParams,
     policies: { dedup, resend, peerHealth },
+    notifySlots: settings.notify,
     publishNotifyQp: (qpNum, ep) => void notifyTable.set(qpNum, ep),
     unpublishNotifyQp: (qpNum, ep) => {
       if (notifyTable.get(qpNum) === ep) notifyTable.delete(qpNum)
@@ -234,8 +237,17 @@ export const make = Effect.gen(function* () {
       )
     })
 
-  const tooLarge = (n: Notification) =>
-    new NotificationTooLarge({ size: n.name.length + n.msg.length, max: dedup.maxPayload })
+  // A slot smaller than TENT's (`transports/rdma/notify/slot_bytes`, this side's or the peer's) carries that much less.
+  const slotPayload = dedup.maxPayload - (NOTIFY_SLOT_BYTES - settings.notify.slotBytes)
+  const payloadTo = (ep: RdmaEndpoint | undefined) =>
+    ep === undefined
+      ? slotPayload
+      : Math.min(slotPayload, dedup.maxPayload - (NOTIFY_SLOT_BYTES - ep.notify.peerSlotBytes))
+  const tooLarge = (n: Notification, segment?: string) =>
+    new NotificationTooLarge({
+      size: n.name.length + n.msg.length,
+      max: payloadTo(segment === undefined ? undefined : lastEndpoint.get(segment))
+    })
 
   /** Posts on `ep`, waiting for a window unit while the channel stays connected. */
   const post = (ep: RdmaEndpoint, n: Notification, stamp?: Stamp): Effect.Effect<void, RdmaNotifyError> =>
@@ -246,7 +258,9 @@ export const make = Effect.gen(function* () {
         Metrics.sent.rdma.update(1, ep.segment)
         return Effect.void
       }
-      if (rc === TOO_LARGE) return Effect.fail(tooLarge(n))
+      if (rc === TOO_LARGE) {
+        return Effect.fail(new NotificationTooLarge({ size: n.name.length + n.msg.length, max: payloadTo(ep) }))
+      }
       if (rc === NO_SLOT) {
         if (!ep.connected) {
           return Effect.fail(
@@ -315,7 +329,11 @@ export const make = Effect.gen(function* () {
   const sendNotification = (segment: string, n: Notification): Effect.Effect<void, RdmaNotifyError> =>
     Effect.suspend(() => {
       const rc = tryPost(segment, n)
-      return rc === 0 ? Effect.void : rc === TOO_LARGE ? Effect.fail(tooLarge(n)) : sendNotificationFull(segment, n)
+      return rc === 0
+        ? Effect.void
+        : rc === TOO_LARGE
+          ? Effect.fail(tooLarge(n, segment))
+          : sendNotificationFull(segment, n)
     })
 
   return {
@@ -329,6 +347,7 @@ export const make = Effect.gen(function* () {
     sendNotification,
     tryPost,
     tooLarge,
+    slotPayload,
     sendFull: sendNotificationFull,
     sendVia,
     onBootstrap,
