@@ -6,9 +6,10 @@
  * `send_msgs_per_s_pr7_off`) are measured right before and right after the engine's first three figures, each floor
  * the mean of the two (both logged).
  *
- * - `notify_one_way_us`: median of RTT/2 of a notification ping-pong through `sendNotification` → the peer's fast
- *   consumer (`subscribe`: its handler sends the echo with `Runtime.runSync`) → back → this engine's `subscribe`
- *   handler, which sends the next ping the same way (floor: a raw 64-byte SEND echo between the same two kinds of
+ * - `notify_one_way_us`: median of RTT/2 of a notification ping-pong through the engine's fast send → the peer's fast
+ *   consumer (`subscribe`: its handler sends the echo with `trySendNotification`, the synchronous fast path, falling
+ *   back to `sendNotification` with `Runtime.runSync`) → back → this engine's `subscribe` handler, which sends the
+ *   next ping the same way (floor: a raw 64-byte SEND echo between the same two kinds of
  *   process); both after the same number of untimed warm-up rounds. The peer is `notify-echo-peer.ts`.
  * - `notify_one_way_us_stream`: the same ping-pong with the `notifications` stream as the consumer on both sides (each
  *   send made from the stream's consumer of the previous arrival), against the same peer switched to its stream echo;
@@ -146,6 +147,7 @@ const pingPongSubscribe = (engine: TransferEngine.TransferEngineShape, segment: 
           return
         }
         t0 = performance.now()
+        if (engine.trySendNotification(segment, ping)) return
         try {
           runSync(send)
         } catch (e) {

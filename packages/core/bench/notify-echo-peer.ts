@@ -4,7 +4,8 @@
  * Prints `{segment}` when ready, then serves JSON-line requests on stdin:
  *
  * - `{"cmd":"echo","target","mode":"subscribe"}`: echoes from `subscribe`, the engine's fast consumer: the handler
- *   sends the echo with `Runtime.runSync` (a send on a READY endpoint completes synchronously). Until one echo has
+ *   sends the echo with `trySendNotification` (the synchronous fast path), or, when that posts nothing, with
+ *   `Runtime.runSync` (a send on a READY endpoint completes synchronously). Until one echo has
  *   completed, an echo is forked instead (the first send to `target` bootstraps the endpoint: it waits on I/O, so it
  *   cannot complete inside `runSync`).
  * - `{"cmd":"echo","target","mode":"stream"}`: echoes from the `notifications` stream, one `sendNotification` per
@@ -52,6 +53,11 @@ const program = Effect.gen(function* () {
                 echoed++
               } else failure(exit.cause)
             })
+            return
+          }
+          // The engine's synchronous fast path; anything it does not post goes the Effect's way.
+          if (engine.trySendNotification(target, n)) {
+            echoed++
             return
           }
           const exit = runSyncExit(engine.sendNotification(target, n))

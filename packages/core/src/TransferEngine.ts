@@ -92,6 +92,14 @@ export interface TransferEngineShape {
     notification: Notification
   ) => Effect.Effect<void, SendNotificationError>
   /**
+   * `sendNotification`'s fast path as plain synchronous code, for a caller outside an Effect (a `subscribe` handler
+   * answering what it received): true when `notification` was posted on the notify QP at once — the route starts with
+   * it and the endpoint last used for `segment` (a name) is READY with a free slot, exactly when `sendNotification`
+   * would post it without waiting; false when nothing was sent (no such endpoint yet, no free slot, too large, another
+   * route): then call `sendNotification`, which takes the full path. No Effect runs and nothing is allocated for it.
+   */
+  readonly trySendNotification: (segment: string, notification: Notification) => boolean
+  /**
    * TENT `probePeerAliveByID`: a `Probe` to the segment's control plane (its cached descriptor's RPC address).
    * Under the legacy `DescriptorPolicy` a failed probe drops the descriptor, refetches it (from the same peer, under
    * the peer registry) and probes again; under RFC PR 5 it returns the probe's own failure.
@@ -249,6 +257,8 @@ export const make = Effect.gen(function* () {
       }
       return sendVia(order, 0, name, n)
     })
+  const trySendNotification = (name: string, n: Notification): boolean =>
+    rdma !== undefined && routing.route(n, senders)[0]?.send === rdmaSend && rdma.tryPost(name, n) === 0
   const sendNotification = (segment: SegmentHandle | string, n: Notification) =>
     typeof segment === "string"
       ? sendByName(segment, n)
@@ -291,6 +301,7 @@ export const make = Effect.gen(function* () {
     waitTransfer: transfers.waitTransfer,
     freeBatch: transfers.freeBatch,
     sendNotification,
+    trySendNotification,
     probePeerAlive: (segment) =>
       Effect.flatMap(segmentOf(segment), (name) => TcpTransport.atPeer(cache, name, (address) => agent.probe(address))),
     receiveNotifications: Effect.sync(drain),

@@ -193,4 +193,32 @@ describe("TransferEngine.subscribe: the fast consumer", () => {
       expect(rx.diag.counters.dedup?.duplicates).toBe(1)
     })
   )
+
+  it.scopedLive(
+    "trySendNotification posts at once exactly where sendNotification would without waiting, and says false otherwise",
+    () =>
+      Effect.gen(function* () {
+        const rx = yield* engine(rdmaOnly)
+        const tx = yield* engine(rdmaOnly)
+        const got: Array<Notification> = []
+        yield* rx.engine.subscribe((n) => got.push(n))
+        const to = rx.engine.segmentName
+        // No endpoint yet: nothing is sent (the full path would bootstrap one).
+        expect(tx.engine.trySendNotification(to, makeNotification("early", "x"))).toBe(false)
+        yield* tx.engine.sendNotification(to, makeNotification("first", "x"))
+        // READY with free slots: posted synchronously, counted as sent.
+        const sentBefore = tx.diag.counters.rdma?.sent ?? 0
+        for (let i = 0; i < 100; i++) expect(tx.engine.trySendNotification(to, payload("f", i))).toBe(true)
+        expect(tx.diag.counters.rdma?.sent).toBe(sentBefore + 100)
+        // Larger than a slot, or an unknown segment: false, nothing sent.
+        expect(tx.engine.trySendNotification(to, makeNotification("big", new Uint8Array(70_000)))).toBe(false)
+        expect(tx.engine.trySendNotification("127.0.0.1:1", makeNotification("nobody", "x"))).toBe(false)
+        expect(tx.diag.counters.rdma?.sent).toBe(sentBefore + 100)
+        expect(yield* until(() => got.length >= 101)).toBe(true)
+        yield* settle
+        expect(got.map(name).slice(0, 1)).toEqual(["first"])
+        expect(check("f", got.slice(1))).toEqual(clean(100))
+        expect(got.length).toBe(101)
+      })
+  )
 })
