@@ -34,7 +34,8 @@ import {
   TaskBoard,
   type TaskError,
   type TransferRequest,
-  type TransportKind
+  type TransportKind,
+  Waker
 } from "./Tasks.js"
 import { TcpTransport } from "./TcpTransport.js"
 
@@ -67,6 +68,41 @@ interface Hook {
 interface Batch {
   readonly tasks: Array<Task>
   readonly hooks: Array<Hook>
+  /** The `waitTransfer`s parked on this batch, woken once the batch has settled or one of its tasks failed. */
+  waiters: Array<() => void>
+}
+
+/** A task and the batch it belongs to (so that the end of a task can wake whoever waits for that batch). */
+interface BatchTask extends Task {
+  readonly batch: Batch
+}
+
+/** Every task of the batch has ended (its slices done, or failed). */
+const settled = (batch: Batch): boolean => {
+  for (const t of batch.tasks) if (!t.failed && t.done !== t.slices) return false
+  return true
+}
+
+/**
+ * The engine's task board: as {@link TaskBoard}, and the end of a task wakes its batch's waiter only when the batch
+ * has settled or the task failed (a failed task may be failed over on the next poll), and the progress fiber only
+ * when a batch with unfired hooks settled: one wake-up per batch, not one per task.
+ */
+class BatchBoard extends TaskBoard {
+  readonly hooksDue = new Waker()
+
+  override finish(task: Task, attempt: number, length: number, ok: boolean, error?: TaskError): void {
+    super.finish(task, attempt, length, ok, error)
+    if (attempt !== task.attempt || (!task.failed && task.done !== task.slices)) return
+    const batch = (task as BatchTask).batch
+    const ended = settled(batch)
+    if (batch.waiters.length > 0 && (ended || task.failed)) {
+      const waiters = batch.waiters
+      batch.waiters = []
+      for (const w of waiters) w()
+    }
+    if (ended && batch.hooks.length > 0) this.hooksDue.notify()
+  }
 }
 
 /** What the transfer path needs from the engine facade. */
@@ -112,8 +148,7 @@ export const make = (
     const cache = yield* DescriptorCache.DescriptorCache
     const rdma = yield* RdmaTransport
     const tcp = yield* TcpTransport
-    const board = new TaskBoard()
-    const completed = board.completed
+    const board = new BatchBoard()
     const carriers: Record<TransportKind, SliceTransport | undefined> = {
       rdma: rdma === undefined || rdma.devices.length === 0 ? undefined : yield* Workers.make(rdma, board),
       tcp: tcp === undefined ? undefined : yield* tcp.slices(board)
@@ -177,11 +212,19 @@ export const make = (
         const targets = new Set<string>()
         const tasks: Array<Task> = []
         const work: Array<() => void> = []
+        // The target and its descriptor as the previous request of this call resolved them: a batch to one segment
+        // looks its descriptor up once.
+        let lastTarget: number | string | undefined
+        let name = ""
+        let desc: SegmentDesc | undefined
         for (const req of requests) {
-          const name = yield* deps.segmentOf(req.target)
           const inside = (d: SegmentDesc) =>
             d.buffers.find((b) => req.targetOffset >= b.addr && req.targetOffset + req.length <= b.addr + b.length)
-          let desc = yield* cache.get(name)
+          if (desc === undefined || req.target !== lastTarget) {
+            name = yield* deps.segmentOf(req.target)
+            desc = yield* cache.get(name)
+            lastTarget = req.target
+          }
           if (inside(desc) === undefined) desc = yield* Effect.zipRight(cache.invalidate(name), cache.get(name))
           targets.add(name)
           if (!Number.isInteger(req.length) || req.length <= 0) {
@@ -199,7 +242,8 @@ export const make = (
               message: `no installed transport reaches [${req.targetOffset}, +${req.length}) of segment ${name}`
             })
           }
-          const task: Task = {
+          const task: BatchTask = {
+            batch,
             plan: { req, desc, buf, candidates },
             slices: 0,
             done: 0,
@@ -280,39 +324,63 @@ export const make = (
           : progress(batch, settings.autoFailoverOnPoll)
       })
 
-    // The progress fiber (TENT's optional ProgressWorker): fires hooks of batches that completed.
+    // The progress fiber (TENT's optional ProgressWorker): fires hooks of batches that completed. It wakes when a
+    // batch with hooks settles; a hook that failed to fire is tried again then, or by the next poll of its batch.
+    const hooksDue = board.hooksDue
     yield* Effect.forkScoped(
       Effect.forever(
         Effect.gen(function* () {
-          const seen = completed.current
+          const seen = hooksDue.current
           for (const batch of batches.values()) {
             if (batch.hooks.some((h) => !h.fired) && statusOf(batch).status === "COMPLETED")
               yield* progress(batch, false)
           }
-          yield* completed.wait(seen)
+          yield* hooksDue.wait(seen)
         })
       )
     )
 
-    // TENT `waitTransferCompletion`: the status after every task that ends, until the batch ends; at the deadline (one
-    // timer on the Effect clock for the whole wait), the status as it is then.
+    // TENT `waitTransferCompletion`: the status once every task of the batch has ended, or after a task failed (the
+    // poll may fail it over), until the batch ends; at the deadline, the status as it is then. The wait parks on the
+    // batch (`Batch.waiters`) with one timer for what is left of the deadline (wall-clock time): no fiber is forked,
+    // and a task that merely completes does not wake it (before, each wait raced two forked fibers, one sleeping
+    // on the Effect clock, and woke on the end of every task of the engine).
     const waitTransfer = (batchId: number, timeoutMs = 60_000): Effect.Effect<BatchStatus, StatusError> =>
-      Effect.raceFirst(
-        Effect.gen(function* () {
-          for (;;) {
-            const seen = completed.current
-            const s = yield* getTransferStatus(batchId)
-            if (s.status !== "PENDING") return s
-            yield* completed.wait(seen)
+      Effect.suspend(() => {
+        const batch = batches.get(batchId)
+        if (batch === undefined) return Effect.fail(new BatchNotFound({ batchId }))
+        const deadline = performance.now() + timeoutMs
+        const park = Effect.async<void>((resume) => {
+          if (settled(batch)) return resume(Effect.void)
+          const wake = () => {
+            clearTimeout(timer)
+            resume(Effect.void)
           }
-        }),
-        Effect.zipRight(Effect.sleep(timeoutMs), getTransferStatus(batchId))
-      )
+          const timer = setTimeout(
+            () => {
+              const i = batch.waiters.indexOf(wake)
+              if (i >= 0) batch.waiters.splice(i, 1)
+              resume(Effect.void)
+            },
+            Math.max(0, deadline - performance.now())
+          )
+          batch.waiters.push(wake)
+          return Effect.sync(() => {
+            clearTimeout(timer)
+            const i = batch.waiters.indexOf(wake)
+            if (i >= 0) batch.waiters.splice(i, 1)
+          })
+        })
+        const poll: Effect.Effect<BatchStatus> = Effect.flatMap(progress(batch, settings.autoFailoverOnPoll), (s) =>
+          s.status !== "PENDING" || performance.now() >= deadline ? Effect.succeed(s) : Effect.zipRight(park, poll)
+        )
+        return poll
+      })
 
     return {
       allocateBatch: Effect.sync(() => {
         const id = nextBatch++
-        batches.set(id, { tasks: [], hooks: [] })
+        batches.set(id, { tasks: [], hooks: [], waiters: [] })
         return id
       }),
       submitTransfer,

@@ -106,7 +106,16 @@ export const make = (
     // -----------------------------------------------------------------------------------------------------------------
 
     const sge = { addr: 0, length: 0, lkey: 0 }
-    const wr: SendWr = { wrId: 0, opcode: WrOpcode.RDMA_WRITE, sendFlags: SendFlags.SIGNALED, sgList: [sge] }
+    // Every field a slice sets is there from the start: the WR keeps one shape (hidden class) in the provider's
+    // `postSend`.
+    const wr: SendWr = {
+      wrId: 0,
+      opcode: WrOpcode.RDMA_WRITE,
+      sendFlags: SendFlags.SIGNALED,
+      sgList: [sge],
+      remoteAddr: 0,
+      rkey: 0
+    }
 
     /** Rail `(l, r)` of the slice without an Effect; `undefined` when its pause just expired (the Effect logs it). */
     const availableNow = (slice: Slice, l: number, r: number): boolean | undefined => {
