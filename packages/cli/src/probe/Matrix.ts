@@ -584,6 +584,17 @@ export const runRow = (entry: Entry, arm: Arm, plan: Plan, live: Live): Effect.E
     )
   })
 
+/** Waits (at most 10 s, polling every 20 ms) until every notify send the initiator posted has completed. */
+const settled = (i: Child): Effect.Effect<void, ChildFailure> =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + 10_000
+    for (;;) {
+      const p = yield* i.request<Progress>({ cmd: "progress" })
+      if ((p.pendingNotify === 0 && p.sendsCompleted >= p.notifySent) || Date.now() >= deadline) return
+      yield* Effect.sleep("20 millis")
+    }
+  })
+
 const rowResult = (entry: Entry, arm: Arm, plan: Plan, live: RowLive): Effect.Effect<RowResult, ChildFailure> => {
   const total = 2 * plan.count
   const freeze: Freeze = entry.freeze ?? "application"
@@ -618,6 +629,9 @@ const rowResult = (entry: Entry, arm: Arm, plan: Plan, live: RowLive): Effect.Ef
         hold: true,
         run: (r, i) =>
           Effect.gen(function* () {
+            // The held sender's sends so far complete first (at most 10 s): an ACK the receiver sent before the
+            // freeze but the sender polled after it would count as a completion while frozen.
+            yield* settled(i)
             yield* setFrozen(r, freeze, true)
             const before = yield* i.request<Progress>({ cmd: "progress" })
             yield* i.request({ cmd: "release" })
