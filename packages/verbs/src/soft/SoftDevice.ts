@@ -88,7 +88,10 @@ const newCounters = (): SoftCounters => ({
   protocolErrors: 0
 })
 
-/** Requests a responder may accept before it must acknowledge, when more keep arriving. */
+/**
+ * Requests a responder may accept before it must acknowledge, when more keep arriving; and datagrams a device may read
+ * between two ACK flushes before every owed ACK goes at once (however few of them were for that QP).
+ */
 const ACK_COALESCE = 32
 /** Send slots per device: a slot is reused only after this many further datagrams. */
 const SLOTS = 2048
@@ -164,6 +167,8 @@ export class SoftDevice implements QpHost, CqHost {
   private microtaskQueued = false
   private ackQueue: Array<SoftQp> = []
   private ackQueued = false
+  /** Datagrams handed to a QP since the last ACK flush. */
+  private rxSinceFlush = 0
   private faults: SoftFaults = {}
   private readonly peerFaults = new Map<string, SoftFaults>()
   private closed = false
@@ -262,6 +267,7 @@ export class SoftDevice implements QpHost, CqHost {
       c.unknownQpn++
       return
     }
+    this.rxSinceFlush++
     this.depth++
     try {
       qp.onPacket(msg, rinfo.address, rinfo.port)
@@ -423,14 +429,20 @@ export class SoftDevice implements QpHost, CqHost {
 
   private readonly flushAcks = (): void => {
     this.ackQueued = false
+    // The device read a full burst since the last flush: every owed ACK goes now. The QPs that share the socket split
+    // its datagrams, so counting a QP's own would delay its ACK a turn for each QP beside it (the engine's 6 data QPs
+    // a rail: an ACK per 6 turns, the WRITEs it completes waiting for it; a QP alone on its socket: every turn).
+    const busy = this.rxSinceFlush >= ACK_COALESCE
+    this.rxSinceFlush = 0
     const queue = this.ackQueue
     this.ackQueue = []
     for (const qp of queue) {
       qp.ackQueued = false
       if (!qp.ackPending) continue
-      // Delayed ACK: while requests keep arriving turn after turn, acknowledge every ACK_COALESCE of them; once a
-      // turn brings none, acknowledge at once. A lone request waits one extra event-loop iteration at most.
-      if (qp.rxThisTurn && qp.rxSinceAck < ACK_COALESCE) {
+      // Delayed ACK: while requests keep arriving turn after turn, acknowledge every ACK_COALESCE of them (or of the
+      // device's datagrams); once a turn brings none, acknowledge at once. A lone request waits one extra event-loop
+      // iteration at most.
+      if (!busy && qp.rxThisTurn && qp.rxSinceAck < ACK_COALESCE) {
         qp.rxThisTurn = false
         this.queueAck(qp)
         continue
