@@ -8,19 +8,13 @@ import { describe, expect, it } from "@effect/vitest"
 import { makeNotification, NotificationTooLarge } from "@tent/rpc"
 import { Effect, Layer } from "effect"
 import { type Diagnostics, EngineConfig } from "../src/index.js"
-import { payload } from "./fixtures/engine.js"
+import { type check, payload } from "./fixtures/engine.js"
 import * as Pair from "./fixtures/pair.js"
 
 const KiB = 1024
 const lazy = { transports: { rdma: { notify: { lazy_slots: true } } } }
 
-interface Check {
-  readonly count: number
-  readonly distinct: number
-  readonly outOfOrder: number
-  readonly corrupt: number
-  readonly duplicates: number
-}
+type Check = ReturnType<typeof check>
 interface Stats {
   readonly counters: { readonly notifyErrors: number; readonly received: number }
   readonly endpoints: ReadonlyArray<Diagnostics.EndpointInfo>
