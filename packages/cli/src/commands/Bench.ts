@@ -25,6 +25,11 @@ export const options = {
     ),
     Args.withDefault("all" as const)
   ),
+  scale: Options.boolean("scale").pipe(
+    Options.withDescription(
+      "with engine: only the scale suite (packages/core/bench/scale.ts): one-way latency and msgs/s from one engine to 1, 8, 64 and 256 peer engines, and memory per idle endpoint, with lazy and TENT notify slots"
+    )
+  ),
   quick: Options.boolean("quick").pipe(Options.withDescription("fewer iterations (about 30 s per suite)")),
   json: Options.boolean("json").pipe(
     Options.withDescription(

@@ -32,9 +32,12 @@ const root = fileURLToPath(new URL("../../../../../", import.meta.url))
 
 export const run = (o: BenchOptions) =>
   Effect.gen(function* () {
+    if (o.scale && o.suite !== "engine") {
+      return yield* Effect.fail(new CliFailure(`--scale is an option of the engine suite: tent bench engine --scale`))
+    }
     const wanted: ReadonlyArray<keyof typeof suites> = o.suite === "all" ? ["verbs", "rpc", "engine"] : [o.suite]
     for (const suite of wanted) {
-      const file = `${root}packages/${suites[suite]}/bench/${suite}.ts`
+      const file = `${root}packages/${suites[suite]}/bench/${o.scale ? "scale" : suite}.ts`
       if (!existsSync(file))
         return yield* Effect.fail(
           new CliFailure(
@@ -47,10 +50,10 @@ export const run = (o: BenchOptions) =>
         catch: (e) => new CliFailure(`benchmark suite ${suite} failed: ${String(e)}`)
       })
       if (o.json) {
-        yield* Console.log(JSON.stringify({ suite, results }))
+        yield* Console.log(JSON.stringify({ suite: o.scale ? "engine-scale" : suite, results }))
         continue
       }
-      yield* Console.log(`suite ${suite}${o.quick ? " (quick)" : ""}`)
+      yield* Console.log(`suite ${o.scale ? "engine-scale" : suite}${o.quick ? " (quick)" : ""}`)
       for (const r of results) {
         yield* Console.log(
           `  ${r.name.padEnd(22)} ${r.value.toFixed(2).padStart(12)} ${r.unit.padEnd(6)} floor ${r.floor.toFixed(2).padStart(12)}  ratio ${r.ratio.toFixed(2)} (${r.better} is better)`
