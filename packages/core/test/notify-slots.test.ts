@@ -84,6 +84,7 @@ describe("notify slots: TENT's allocation, lazy slots, slot size", () => {
             expect(ep).toMatchObject({ connected: true, notifySlots: { send: 0, recv: 1 }, notifyBytes: 64 * KiB })
           }
           // 2000 back to back into a ring of one receive slot: RNR NAKs pace this side while the peer's ring grows.
+          const start = performance.now()
           for (let i = 0; i < 2000; i++) yield* engine.sendNotification(peer.ready.segment, payload("b", i))
           expect(yield* receivedBy(peer, "b", 2000)).toEqual({
             count: 2000,
@@ -97,10 +98,14 @@ describe("notify slots: TENT's allocation, lazy slots, slot size", () => {
           expect(rdma.counters.notifyErrors).toBe(0)
           const sender = (yield* rdma.endpoints).find((e) => e.notifySlots.send > 0)
           const receiver = stats.endpoints.find((e) => e.notifySlots.recv > 1)
-          // The rings grew, and no further than their depth.
+          console.log(
+            `lazy slots, 2000 back to back into a fresh ring: all in by ${(performance.now() - start).toFixed(0)} ms; the receive ring grew 1 → ${receiver?.notifySlots.recv}, the send ring 0 → ${sender?.notifySlots.send}`
+          )
+          // The rings grew with the demand, and no further than their depth: a window of 256 in flight drains more
+          // than half of any smaller ring between two of the poller's drains.
           expect(sender?.notifySlots.send).toBeGreaterThan(1)
           expect(sender?.notifySlots.send).toBeLessThanOrEqual(256)
-          expect(receiver?.notifySlots.recv).toBeGreaterThan(1)
+          expect(receiver?.notifySlots.recv).toBeGreaterThanOrEqual(64)
           expect(receiver?.notifySlots.recv).toBeLessThanOrEqual(256)
           // The other rail's endpoints carried no notification: still idle.
           const quiet = stats.endpoints.filter((e) => e !== receiver)

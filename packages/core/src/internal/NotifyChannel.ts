@@ -6,8 +6,8 @@
  *
  * With `transports/rdma/notify/lazy_slots` (RFC open question 3) nothing is allocated for sending until the first
  * send, and the send slots grow (doubling, in chunks of registered memory) when every allocated one is in flight; the
- * posted receive ring starts at `initial_recv_slots` and doubles when a completion finds at most a quarter of it
- * still posted. Meanwhile the peer's sends that find no receive posted are RNR-NAKed and retried by its NIC
+ * posted receive ring starts at `initial_recv_slots` and doubles when more than half of it completed in one drain of
+ * the poller. Meanwhile the peer's sends that find no receive posted are RNR-NAKed and retried by its NIC
  * (`rnr_retry` 7: without limit), which is the flow control while the ring grows.
  *
  * Hot path: `postNotification`, `repost` and `onSendComplete` are plain synchronous code on slots looked up in
@@ -164,6 +164,9 @@ export class NotifyChannel {
   readonly inFlight: Array<PendingNotification> = []
   /** Times a ring could not grow (the allocation failed): sends fail with the error, receives stay as they are. */
   growFailures = 0
+  /** The poller's drain of the last receive, and how many completed in it (a lazy receive ring's demand). */
+  private drain = -1
+  private drainRecvs = 0
   /** Slot memory: allocated by {@link attach}'s allocator, at construction or (lazy) on demand. */
   private alloc: ChunkAllocator | undefined
   private readonly send: SlotRing
@@ -297,15 +300,25 @@ export class NotifyChannel {
   }
 
   /**
-   * Reposts receive slot `index` after its completion was handled. A lazy ring that had at most a quarter of its
-   * slots posted when the completion came (it ran low: the peer's sends were, or were about to be, RNR-NAKed) first
-   * doubles, up to `slots`, and posts its new slots.
+   * Reposts receive slot `index` after its completion was handled, in the poller's drain `drain` (the passes from one
+   * arming of the CQ to the next). A lazy ring that has had more than half its slots complete in one drain doubles
+   * first, up to `slots`, and posts its new slots: every one of those was taken before the poller could repost it, so
+   * the peer's next sends were (or were about to be) RNR-NAKed. (The posted count cannot tell: each completion is
+   * counted out and its slot reposted before the next is polled.) A ring of one slot thus grows to two at its first
+   * receive and stays there under a ping-pong; a burst doubles it drain after drain.
    */
-  repost(index: number): number {
-    if (this.settings.lazy && this.recvPosted * 4 < this.recv.capacity + 1 && this.recv.capacity < this.recv.max) {
-      const first = this.recv.grow(this.alloc, this.recv.capacity)
-      if (first instanceof RdmaError) this.growFailures++
-      else for (let i = first; i < this.recv.capacity; i++) this.postRecv(i)
+  repost(index: number, drain: number): number {
+    if (this.settings.lazy) {
+      if (drain !== this.drain) {
+        this.drain = drain
+        this.drainRecvs = 0
+      }
+      this.drainRecvs++
+      if (this.drainRecvs * 2 > this.recv.capacity && this.recv.capacity < this.recv.max) {
+        const first = this.recv.grow(this.alloc, this.recv.capacity)
+        if (first instanceof RdmaError) this.growFailures++
+        else for (let i = first; i < this.recv.capacity; i++) this.postRecv(i)
+      }
     }
     return this.postRecv(index)
   }

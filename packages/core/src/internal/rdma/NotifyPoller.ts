@@ -86,6 +86,8 @@ export const start = (options: {
 
   /** The clock of the current pass, read at its first stamped frame (-1: not yet). */
   let passNow = -1
+  /** Drains so far: one ends when the CQs are re-armed (a lazy receive ring's demand is counted per drain). */
+  let drain = 0
 
   const handleRecv = (ep: RdmaEndpoint, index: number, byteLen: number): void => {
     const notify = ep.notify
@@ -117,7 +119,7 @@ export const start = (options: {
   // A retiring endpoint (RFC PR 1: still published) gets no receive reposted into its ERR QP. A lazy ring may grow
   // here (`NotifyChannel.repost`).
   const repost = (ep: RdmaEndpoint, index: number): void => {
-    if (ep.status === "READY") ep.notify.repost(index)
+    if (ep.status === "READY") ep.notify.repost(index, drain)
   }
 
   const handle = (w: WorkCompletion): void => {
@@ -183,6 +185,7 @@ export const start = (options: {
       return
     }
     for (const cq of cqs) cq.reqNotifyCq()
+    drain++
     passNow = -1
     let again = false
     for (const cq of cqs) {
