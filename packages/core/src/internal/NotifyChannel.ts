@@ -79,24 +79,22 @@ export const chunkAllocator =
 class SlotRing {
   /** Slots allocated. */
   capacity = 0
-  readonly bufs: Array<Buffer | undefined>
-  readonly offsets: Int32Array
-  readonly addrs: Float64Array
-  readonly lkeys: Uint32Array
+  bufs: Array<Buffer | undefined> = []
+  offsets: Int32Array = new Int32Array(0)
+  addrs: Float64Array = new Float64Array(0)
+  lkeys: Uint32Array = new Uint32Array(0)
   /** Chunks allocated (each one MR). */
   chunks = 0
 
   constructor(
     readonly max: number,
     readonly slotBytes: number
-  ) {
-    this.bufs = new Array<Buffer | undefined>(max).fill(undefined)
-    this.offsets = new Int32Array(max)
-    this.addrs = new Float64Array(max)
-    this.lkeys = new Uint32Array(max)
-  }
+  ) {}
 
-  /** Adds up to `count` slots in one chunk from `alloc`; returns the first new slot, or the allocation's error. */
+  /**
+   * Adds up to `count` slots in one chunk from `alloc`; returns the first new slot, or the allocation's error. The
+   * per-slot arrays are as long as the ring (re-made when it grows): an idle lazy ring keeps a few bytes of them.
+   */
   grow(alloc: ChunkAllocator | undefined, count: number): number | RdmaError {
     const n = Math.min(count, this.max - this.capacity)
     if (alloc === undefined || n <= 0) {
@@ -105,6 +103,10 @@ class SlotRing {
     const chunk = alloc(n * this.slotBytes)
     if (Either.isLeft(chunk)) return chunk.left
     const first = this.capacity
+    const size = first + n
+    this.offsets = extend(this.offsets, new Int32Array(size))
+    this.addrs = extend(this.addrs, new Float64Array(size))
+    this.lkeys = extend(this.lkeys, new Uint32Array(size))
     const { buf, mr } = chunk.right
     for (let i = 0; i < n; i++) {
       this.bufs[first + i] = buf
@@ -112,16 +114,29 @@ class SlotRing {
       this.addrs[first + i] = mr.addr + i * this.slotBytes
       this.lkeys[first + i] = mr.lkey
     }
-    this.capacity = first + n
+    this.capacity = size
     this.chunks++
     return first
   }
 
   /** Forgets every slot (the endpoint's scope deregisters them). */
   clear(): void {
-    this.bufs.fill(undefined)
+    this.bufs = []
     this.capacity = 0
   }
+}
+
+/** The `count` entries of the ring `ring` from `head`, in order, at the start of a new ring of `size`. */
+const reorder = (ring: Int32Array, head: number, count: number, size: number): Int32Array => {
+  const out = new Int32Array(size)
+  for (let i = 0; i < count; i++) out[i] = ring[(head + i) % ring.length] as number
+  return out
+}
+
+/** `into` with `from` copied to its start. */
+const extend = <T extends Int32Array | Float64Array | Uint32Array>(from: T, into: T): T => {
+  into.set(from as never)
+  return into
 }
 
 /** What a channel needs from the engine's seams. */
@@ -171,12 +186,15 @@ export class NotifyChannel {
   private alloc: ChunkAllocator | undefined
   private readonly send: SlotRing
   private readonly recv: SlotRing
-  /** Free send slots, oldest freed first (a ring of `slots`): TENT's `counter % 256` order while nothing grows. */
-  private readonly free: Int32Array
+  /**
+   * Free send slots, oldest freed first (a ring as long as the send slots allocated): TENT's `counter % 256` order
+   * while nothing grows.
+   */
+  private free: Int32Array = new Int32Array(0)
   private freeHead = 0
   private freeCount = 0
   /** Send slots in flight, in posting order: an RC QP completes its sends in that order, flushed or not. */
-  private readonly busy: Int32Array
+  private busy: Int32Array = new Int32Array(0)
   private busyHead = 0
   private busyCount = 0
   private readonly waiters = new Set<() => void>()
@@ -197,8 +215,6 @@ export class NotifyChannel {
   ) {
     this.send = new SlotRing(settings.slots, settings.slotBytes)
     this.recv = new SlotRing(settings.slots, settings.slotBytes)
-    this.free = new Int32Array(settings.slots)
-    this.busy = new Int32Array(settings.slots)
     this.recvSge.length = settings.slotBytes
   }
 
@@ -250,17 +266,22 @@ export class NotifyChannel {
     return Effect.flatMap(Effect.scope, (scope) => this.attach(chunkAllocator(pd, scope)))
   }
 
-  /** Adds up to `count` send slots to the free ring; 0 or the allocation's error. */
+  /**
+   * Adds up to `count` send slots to the free ring; 0 or the allocation's error. Both rings are re-made as long as the
+   * new slot count, each keeping its order (a lazy ring grows only when every slot it has is in flight).
+   */
   private growSend(count: number): 0 | RdmaError {
     const first = this.send.grow(this.alloc, count)
     if (first instanceof RdmaError) {
       this.growFailures++
       return first
     }
-    const n = this.send.capacity - first
-    const size = this.settings.slots
-    for (let i = 0; i < n; i++) this.free[(this.freeHead + this.freeCount + i) % size] = first + i
-    this.freeCount += n
+    const size = this.send.capacity
+    this.free = reorder(this.free, this.freeHead, this.freeCount, size)
+    this.busy = reorder(this.busy, this.busyHead, this.busyCount, size)
+    this.freeHead = 0
+    this.busyHead = 0
+    for (let i = first; i < size; i++) this.free[this.freeCount++] = i
     return 0
   }
 
@@ -352,7 +373,7 @@ export class NotifyChannel {
       // Lazy: every allocated slot is in flight (or none is allocated yet) and the window has room: double.
       if (this.growSend(Math.max(1, this.send.capacity)) !== 0) return Errno.ENOMEM
     }
-    const size = this.settings.slots
+    const size = this.free.length
     const slot = this.free[this.freeHead] as number
     const buf = this.send.bufs[slot]
     if (buf === undefined) return NO_SLOT
@@ -370,7 +391,7 @@ export class NotifyChannel {
     if (rc !== 0) return rc
     this.freeHead = (this.freeHead + 1) % size
     this.freeCount--
-    this.busy[(this.busyHead + this.busyCount) % size] = slot
+    this.busy[(this.busyHead + this.busyCount) % this.busy.length] = slot
     this.busyCount++
     this.pending++
     if (resend.track) this.inFlight.push({ notification: n, stamp, peerProto: this.peerProto })
@@ -446,7 +467,7 @@ export class NotifyChannel {
 
   /** The oldest send slot in flight goes back to the free ring. */
   private freeOldest(): void {
-    const size = this.settings.slots
+    const size = this.free.length
     this.free[(this.freeHead + this.freeCount) % size] = this.busy[this.busyHead] as number
     this.freeCount++
     this.busyHead = (this.busyHead + 1) % size
