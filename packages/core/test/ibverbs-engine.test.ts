@@ -152,7 +152,9 @@ describe.skipIf(skip)("the RDMA endpoint over Ibverbs beyond RoCE port 1", () =>
     Effect.gen(function* () {
       fake.setDeviceLimits(128, 4, 65536, 16, 16, 64)
       const e = yield* Effect.flip(endpointOn({ transports: { rdma: { endpoint: { max_qp_wr: 64 } } } }))
-      expect(e.message).toBe("the notify QP needs 256 work requests each way; fake0 allows max_qp_wr 128")
+      expect(e.message).toBe(
+        "the notify QP needs 256 work requests each way (transports/rdma/notify/slots); fake0 allows max_qp_wr 128"
+      )
     })
   )
 })
