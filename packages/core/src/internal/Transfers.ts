@@ -371,8 +371,15 @@ export const make = (
             if (i >= 0) batch.waiters.splice(i, 1)
           })
         })
-        const poll: Effect.Effect<BatchStatus> = Effect.flatMap(progress(batch, settings.autoFailoverOnPoll), (s) =>
-          s.status !== "PENDING" || performance.now() >= deadline ? Effect.succeed(s) : Effect.zipRight(park, poll)
+        // A batch freed while waited for is not found, as `getTransferStatus` would say.
+        const poll: Effect.Effect<BatchStatus, StatusError> = Effect.suspend(() =>
+          batches.get(batchId) !== batch
+            ? Effect.fail(new BatchNotFound({ batchId }))
+            : Effect.flatMap(progress(batch, settings.autoFailoverOnPoll), (s) =>
+                s.status !== "PENDING" || performance.now() >= deadline
+                  ? Effect.succeed(s)
+                  : Effect.zipRight(park, poll)
+              )
         )
         return poll
       })
