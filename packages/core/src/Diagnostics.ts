@@ -28,8 +28,11 @@ export interface EndpointInfo {
   /** Notify sends posted and not completed. */
   readonly pending: number
   readonly connected: boolean
-  /** Notify slots allocated: send and receive (`transports/rdma/notify/*`; lazy rings grow from few). */
-  readonly notifySlots: { readonly send: number; readonly recv: number }
+  /**
+   * Notify slots allocated, send and receive (`transports/rdma/notify/*`; lazy rings grow from few), and the times a
+   * lazy ring could not grow (its allocation failed).
+   */
+  readonly notifySlots: { readonly send: number; readonly recv: number; readonly growFailures: number }
   /** Bytes of notify slot memory allocated and registered (what a NIC pins for this endpoint's notify QP). */
   readonly notifyBytes: number
 }
@@ -125,7 +128,11 @@ export const make = Effect.gen(function* () {
         dataQpNums: ep.dataQps.map((q) => q.qpNum),
         pending: ep.pending,
         connected: ep.connected,
-        notifySlots: { send: ep.notify.sendCapacity, recv: ep.notify.recvCapacity },
+        notifySlots: {
+          send: ep.notify.sendCapacity,
+          recv: ep.notify.recvCapacity,
+          growFailures: ep.notify.growFailures
+        },
         notifyBytes: ep.notify.registeredBytes
       }))
     ),

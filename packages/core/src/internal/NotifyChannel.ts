@@ -83,8 +83,6 @@ class SlotRing {
   offsets: Int32Array = new Int32Array(0)
   addrs: Float64Array = new Float64Array(0)
   lkeys: Uint32Array = new Uint32Array(0)
-  /** Chunks allocated (each one MR). */
-  chunks = 0
 
   constructor(
     readonly max: number,
@@ -115,7 +113,6 @@ class SlotRing {
       this.lkeys[first + i] = mr.lkey
     }
     this.capacity = size
-    this.chunks++
     return first
   }
 
@@ -124,13 +121,6 @@ class SlotRing {
     this.bufs = []
     this.capacity = 0
   }
-}
-
-/** The `count` entries of the ring `ring` from `head`, in order, at the start of a new ring of `size`. */
-const reorder = (ring: Int32Array, head: number, count: number, size: number): Int32Array => {
-  const out = new Int32Array(size)
-  for (let i = 0; i < count; i++) out[i] = ring[(head + i) % ring.length] as number
-  return out
 }
 
 /** `into` with `from` copied to its start. */
@@ -187,16 +177,13 @@ export class NotifyChannel {
   private readonly send: SlotRing
   private readonly recv: SlotRing
   /**
-   * Free send slots, oldest freed first (a ring as long as the send slots allocated): TENT's `counter % 256` order
-   * while nothing grows.
+   * Every send slot, in the order of use: the `pending` ones from `head` are in flight, oldest first (an RC QP
+   * completes its sends in posting order, flushed or not), the rest free, in the order they were freed. A completion
+   * moves `head` on, and the slot it frees is thereby the last free one. While nothing grows this is TENT's
+   * `counter % 256`.
    */
-  private free: Int32Array = new Int32Array(0)
-  private freeHead = 0
-  private freeCount = 0
-  /** Send slots in flight, in posting order: an RC QP completes its sends in that order, flushed or not. */
-  private busy: Int32Array = new Int32Array(0)
-  private busyHead = 0
-  private busyCount = 0
+  private order: Int32Array = new Int32Array(0)
+  private head = 0
   private readonly waiters = new Set<() => void>()
   private readonly sge = { addr: 0, length: 0, lkey: 0 }
   private readonly sendWr: SendWr = {
@@ -226,6 +213,11 @@ export class NotifyChannel {
   /** Bytes of one slot. */
   get slotBytes(): number {
     return this.settings.slotBytes
+  }
+
+  /** The largest frame sent to the peer: this side's slot or the peer's receive slot, the smaller. */
+  get frameBytes(): number {
+    return Math.min(this.settings.slotBytes, this.peerSlotBytes)
   }
 
   /** Receive slots allocated (posted or being handled). */
@@ -267,8 +259,7 @@ export class NotifyChannel {
   }
 
   /**
-   * Adds up to `count` send slots to the free ring; 0 or the allocation's error. Both rings are re-made as long as the
-   * new slot count, each keeping its order (a lazy ring grows only when every slot it has is in flight).
+   * Adds up to `count` send slots, after the ones there are in their order of use; 0 or the allocation's error.
    */
   private growSend(count: number): 0 | RdmaError {
     const first = this.send.grow(this.alloc, count)
@@ -277,11 +268,11 @@ export class NotifyChannel {
       return first
     }
     const size = this.send.capacity
-    this.free = reorder(this.free, this.freeHead, this.freeCount, size)
-    this.busy = reorder(this.busy, this.busyHead, this.busyCount, size)
-    this.freeHead = 0
-    this.busyHead = 0
-    for (let i = first; i < size; i++) this.free[this.freeCount++] = i
+    const order = new Int32Array(size)
+    for (let i = 0; i < first; i++) order[i] = this.order[(this.head + i) % first] as number
+    for (let i = first; i < size; i++) order[i] = i
+    this.order = order
+    this.head = 0
     return 0
   }
 
@@ -292,8 +283,8 @@ export class NotifyChannel {
     this.alloc = undefined
     this.send.clear()
     this.recv.clear()
-    this.freeCount = 0
-    this.busyCount = 0
+    this.order = new Int32Array(0)
+    this.head = 0
   }
 
   /** The notify QP's number, 0 without one (TENT `notifyQpNum()`). */
@@ -369,19 +360,15 @@ export class NotifyChannel {
     const qp = this.qp
     if (!this.connected || qp === undefined) return NO_SLOT
     if (this.pending >= this.settings.slots) return NO_SLOT
-    if (this.freeCount === 0) {
-      // Lazy: every allocated slot is in flight (or none is allocated yet) and the window has room: double.
-      if (this.growSend(Math.max(1, this.send.capacity)) !== 0) return Errno.ENOMEM
-    }
-    const size = this.free.length
-    const slot = this.free[this.freeHead] as number
+    // Lazy: every allocated slot is in flight (or none is allocated yet) and the window has room: double.
+    if (this.pending === this.send.capacity && this.growSend(Math.max(1, this.pending)) !== 0) return Errno.ENOMEM
+    const slot = this.order[(this.head + this.pending) % this.order.length] as number
     const buf = this.send.bufs[slot]
     if (buf === undefined) return NO_SLOT
     const offset = this.send.offsets[slot] as number
     const { dedup, resend } = this.policies
     const stamp = resent ?? dedup.stamp(this.peerProto)
-    const max = Math.min(this.settings.slotBytes, this.peerSlotBytes)
-    const len = dedup.encode(buf, offset, n, stamp, this.peerProto, max)
+    const len = dedup.encode(buf, offset, n, stamp, this.peerProto, this.frameBytes)
     if (len < 0) return TOO_LARGE
     this.sge.addr = this.send.addrs[slot] as number
     this.sge.lkey = this.send.lkeys[slot] as number
@@ -389,10 +376,6 @@ export class NotifyChannel {
     this.sendWr.wrId = SEND_WR_BASE + (this.sendCounter++ % SEND_WR_BASE)
     const rc = qp.postSend(this.sendWr)
     if (rc !== 0) return rc
-    this.freeHead = (this.freeHead + 1) % size
-    this.freeCount--
-    this.busy[(this.busyHead + this.busyCount) % this.busy.length] = slot
-    this.busyCount++
     this.pending++
     if (resend.track) this.inFlight.push({ notification: n, stamp, peerProto: this.peerProto })
     return 0
@@ -450,8 +433,10 @@ export class NotifyChannel {
    * too): frees a unit, wakes one waiter.
    */
   onSendComplete(): void {
-    if (this.pending > 0) this.pending--
-    if (this.busyCount > 0) this.freeOldest()
+    if (this.pending > 0) {
+      this.pending--
+      this.head = (this.head + 1) % this.order.length
+    }
     if (this.policies.resend.track) this.inFlight.shift()
     for (const w of this.waiters) {
       w()
@@ -461,17 +446,8 @@ export class NotifyChannel {
 
   /** Every send slot in flight is free again (the QP went to ERR and its window was given up: `disableNotify`). */
   freeAll(): void {
-    while (this.busyCount > 0) this.freeOldest()
+    if (this.order.length > 0) this.head = (this.head + this.pending) % this.order.length
     this.pending = 0
-  }
-
-  /** The oldest send slot in flight goes back to the free ring. */
-  private freeOldest(): void {
-    const size = this.free.length
-    this.free[(this.freeHead + this.freeCount) % size] = this.busy[this.busyHead] as number
-    this.freeCount++
-    this.busyHead = (this.busyHead + 1) % size
-    this.busyCount--
   }
 
   /** The channel stops: not connected any more, every waiter wakes (and fails), the pending table is handed over. */

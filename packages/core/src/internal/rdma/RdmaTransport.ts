@@ -238,16 +238,15 @@ export const make = Effect.gen(function* () {
     })
 
   // A slot smaller than TENT's (`transports/rdma/notify/slot_bytes`, this side's or the peer's) carries that much less.
-  const slotPayload = dedup.maxPayload - (NOTIFY_SLOT_BYTES - settings.notify.slotBytes)
-  const payloadTo = (ep: RdmaEndpoint | undefined) =>
-    ep === undefined
-      ? slotPayload
-      : Math.min(slotPayload, dedup.maxPayload - (NOTIFY_SLOT_BYTES - ep.notify.peerSlotBytes))
-  const tooLarge = (n: Notification, segment?: string) =>
+  const payloadOf = (frameBytes: number) => dedup.maxPayload - (NOTIFY_SLOT_BYTES - frameBytes)
+  const slotPayload = payloadOf(settings.notify.slotBytes)
+  const tooLargeOn = (n: Notification, ep: RdmaEndpoint | undefined) =>
     new NotificationTooLarge({
       size: n.name.length + n.msg.length,
-      max: payloadTo(segment === undefined ? undefined : lastEndpoint.get(segment))
+      max: ep === undefined ? slotPayload : payloadOf(ep.notify.frameBytes)
     })
+  const tooLarge = (n: Notification, segment?: string) =>
+    tooLargeOn(n, segment === undefined ? undefined : lastEndpoint.get(segment))
 
   /** Posts on `ep`, waiting for a window unit while the channel stays connected. */
   const post = (ep: RdmaEndpoint, n: Notification, stamp?: Stamp): Effect.Effect<void, RdmaNotifyError> =>
@@ -259,7 +258,7 @@ export const make = Effect.gen(function* () {
         return Effect.void
       }
       if (rc === TOO_LARGE) {
-        return Effect.fail(new NotificationTooLarge({ size: n.name.length + n.msg.length, max: payloadTo(ep) }))
+        return Effect.fail(tooLargeOn(n, ep))
       }
       if (rc === NO_SLOT) {
         if (!ep.connected) {
