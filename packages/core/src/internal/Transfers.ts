@@ -352,24 +352,20 @@ export const make = (
         const deadline = performance.now() + timeoutMs
         const park = Effect.async<void>((resume) => {
           if (settled(batch)) return resume(Effect.void)
-          const wake = () => {
-            clearTimeout(timer)
-            resume(Effect.void)
-          }
-          const timer = setTimeout(
-            () => {
-              const i = batch.waiters.indexOf(wake)
-              if (i >= 0) batch.waiters.splice(i, 1)
-              resume(Effect.void)
-            },
-            Math.max(0, deadline - performance.now())
-          )
-          batch.waiters.push(wake)
-          return Effect.sync(() => {
+          // Woken by the batch (which drops its waiters as it wakes them) or by the deadline; an interrupted wait
+          // leaves neither behind.
+          const unpark = () => {
             clearTimeout(timer)
             const i = batch.waiters.indexOf(wake)
             if (i >= 0) batch.waiters.splice(i, 1)
-          })
+          }
+          const wake = () => {
+            unpark()
+            resume(Effect.void)
+          }
+          const timer = setTimeout(wake, Math.max(0, deadline - performance.now()))
+          batch.waiters.push(wake)
+          return Effect.sync(unpark)
         })
         // A batch freed while waited for is not found, as `getTransferStatus` would say.
         const poll: Effect.Effect<BatchStatus, StatusError> = Effect.suspend(() =>
