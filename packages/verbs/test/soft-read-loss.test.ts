@@ -14,7 +14,7 @@ const socketOf = (device: SoftDevice): dgram.Socket => (device as unknown as { s
 
 describe("SoftVerbs READ under loss (rule 3 for READ)", () => {
   it.scopedLive(
-    "with 20% loss each way (timeout 12, retry_cnt 7), 30 READs of 64 KiB complete with the right bytes; a lost response is re-requested from the first missing PSN",
+    "with 15% loss each way (timeout 12, retry_cnt 7), 30 READs of 64 KiB complete with the right bytes; a lost response is re-requested from the first missing PSN",
     () =>
       Effect.gen(function* () {
         const { a, b } = yield* makePair({ params: { timeout: 12, retryCnt: 7 }, bufSize: READS * KIB64 })
@@ -26,7 +26,13 @@ describe("SoftVerbs READ under loss (rule 3 for READ)", () => {
             requests.push({ psn: msg.readUInt32LE(Off.psn), offset: msg.readUInt32LE(Off.offset) })
           }
         })
-        a.device.setFaults({ dropOut: 0.2, dropIn: 0.2 })
+        // 15 %, not 20 %: a READ fails, here as on a NIC, when 8 exchanges in a row make no progress (the request lost,
+        // or its first missing response and the re-request after it). Measured at 20 % each way, one such exchange in
+        // 0.27-0.33 made none: ~43 timeouts a run put 0.6-1.5 % of runs past retry_cnt 7, more on a loaded host, whose
+        // stalls freeze both devices of this process at once. At 15 % it is 0.19-0.22 (with the process stopped for
+        // 0-50 ms at random beside it): ~3e-4 a run. The rule this test is for still shows: the code before it (the whole
+        // READ asked for again, partial progress not counted) completed 10 of 30 READs at 15 %.
+        a.device.setFaults({ dropOut: 0.15, dropIn: 0.15 })
         for (let i = 0; i < READS; i++) {
           const rc = a.qp.postSend(
             sendWr(a, i, i * KIB64, KIB64, {
