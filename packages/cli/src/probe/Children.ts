@@ -60,12 +60,18 @@ const start = (role: string, options: Record<string, unknown>): Promise<{ child:
     const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>()
     let nextId = 1
     let ready = false
+    // Not ready in time: killed, and the start fails once it has exited (reaped: never left behind the probe).
+    let late = false
     const timer = setTimeout(() => {
+      late = true
       proc.kill("SIGKILL")
-      reject(new Error(`the probe's ${role} process was not ready within 60 s: ${errText.trim()}`))
     }, 60_000)
     proc.once("exit", (code, signal) => {
       clearTimeout(timer)
+      if (late) {
+        reject(new Error(`the probe's ${role} process was not ready within 60 s: ${errText.trim()}`))
+        return
+      }
       // What it said, stack frames left out (the message, not the last frames, is what tells why).
       const said = errText
         .split("\n")
@@ -79,6 +85,7 @@ const start = (role: string, options: Record<string, unknown>): Promise<{ child:
       waiting.clear()
     })
     lines.on("line", (line) => {
+      if (late) return
       let value: Record<string, unknown>
       try {
         value = JSON.parse(line) as Record<string, unknown>
