@@ -1,4 +1,5 @@
-import { Rpc, RpcGroup } from "@effect/rpc"
+import * as Rpc from "@effect/rpc/Rpc"
+import * as RpcGroup from "@effect/rpc/RpcGroup"
 import { Schema } from "effect"
 import { BootstrapRejected, DataTooLarge, InvalidEntry, NotificationTooLarge, SegmentRangeInvalid } from "./Errors.js"
 import { BootstrapDesc, Notification, SegmentDesc } from "./Models.js"
