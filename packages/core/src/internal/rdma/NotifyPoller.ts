@@ -4,10 +4,12 @@
  * and hands them to the engine's delivery point, reposts the receive, and counts what it drops (`unknownQp`,
  * `malformed`, `duplicates`, `flushed`, `notifyErrors`). Bad input is counted, never thrown.
  *
- * It runs from the CQs' completion channel, a pass scheduled on the next turn of the event loop (`setImmediate`),
- * instead of TENT's thread with its 10 µs `usleep` loop: a notification reaches the consumer without a fiber
- * wake-up, and other work of the process can still land between a completion's arrival and its poll, as TENT's
- * other threads can. This is the hot path: plain synchronous code per completion, one reused decode object.
+ * It runs from the CQs' completion channel, a pass at once when the channel fires (SoftVerbs fires it once the
+ * datagram that brought the completion is handled), instead of TENT's thread with its 10 µs `usleep` loop: a
+ * notification reaches the consumer in the turn it arrived, without a fiber wake-up, and a reply posted by the
+ * consumer carries the ACK of the request it answers. A pass takes 16 completions a CQ and leaves the rest to a pass
+ * on the next turn of the event loop (`setImmediate`), so other work of the process can still land between them, as
+ * TENT's other threads can. This is the hot path: plain synchronous code per completion, one reused decode object.
  */
 import { type CompletionQueue, WcOpcode, WcStatus, WorkCompletion } from "@tent/verbs"
 import { DecodedFrame, type DedupShape } from "../../Dedup.js"
@@ -63,7 +65,7 @@ export const makeCounters = (): NotifyCounters => ({
 
 /** The running poller. */
 export interface NotifyPoller {
-  /** Schedules a pass on the next turn of the event loop (the completion-channel listener). */
+  /** Schedules a pass on the next turn of the event loop. */
   readonly run: () => void
   /** Stops (or resumes) polling between passes, to hold completions unpolled (fault injection). */
   readonly pause: (paused: boolean) => void
@@ -168,11 +170,10 @@ export const start = (options: {
     return full
   }
 
-  // The completion channel schedules a pass on the next turn of the event loop (TENT's notify worker polls in a loop
-  // of its own); a pass takes 16 completions a CQ and, if a CQ had more, leaves them for the pass of the next turn.
-  // So whatever else runs on this loop (a data completion retiring an endpoint, a control-plane handler, a timer)
-  // can run between a completion's arrival and its poll, as TENT's other threads can. Once every CQ is below 16, they
-  // are re-armed and polled once more (a completion between the last poll and the arm is not missed).
+  // A pass takes 16 completions a CQ and, if a CQ had more, leaves them for the pass of the next turn (TENT's notify
+  // worker polls in a loop of its own), so whatever else runs on this loop (a data completion retiring an endpoint, a
+  // control-plane handler, a timer) can run between two passes, as TENT's other threads can. Once every CQ is below
+  // 16, they are re-armed and polled once more (a completion between the last poll and the arm is not missed).
   let paused = false
   let scheduled = false
   let stopped = false
@@ -200,7 +201,15 @@ export const start = (options: {
     scheduled = true
     setImmediate(run)
   }
-  for (const cq of cqs) cq.setNotify(schedule)
+  // The completion channel runs a pass at once: SoftVerbs calls it once the datagram that brought the completion is
+  // handled (Ibverbs, when the channel's fd is readable), so a notification reaches its consumer in the same turn,
+  // and a reply the consumer posts there carries the ACK of the request it answers. A pass already scheduled (the
+  // rest of a CQ beyond 16) keeps its turn.
+  const now = (): void => {
+    if (scheduled || paused || stopped) return
+    run()
+  }
+  for (const cq of cqs) cq.setNotify(now)
   schedule()
   return {
     run: schedule,
