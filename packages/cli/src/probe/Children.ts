@@ -66,6 +66,13 @@ const start = (role: string, options: Record<string, unknown>): Promise<{ child:
       late = true
       proc.kill("SIGKILL")
     }, 60_000)
+    // A spawn that fails emits `error` (and no `exit`); a write to a child that has died fails on its stdin with EPIPE
+    // (its `exit` fails what waits on it). Neither may throw in the probe.
+    proc.once("error", (e) => {
+      clearTimeout(timer)
+      if (!ready) reject(new Error(`the probe's ${role} process could not be started: ${e.message}`))
+    })
+    proc.stdin?.on("error", () => {})
     proc.once("exit", (code, signal) => {
       clearTimeout(timer)
       if (late) {
