@@ -1177,7 +1177,7 @@ export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchRes
   // by then (with 1000 cold rounds the median measured V8's tiering, not the notify path).
   const warmup = options.quick ? 3000 : 5000
   // WRITE: an untimed warm-up (JIT) before the timed MiB, for the floor and the engine alike. Measured in a fresh pair
-  // of engine processes, 64 MiB rounds: 92-115 MB/s in the first, 170-270 in the second, steady from the third or
+  // of engine processes, 64 MiB rounds: 92-115 MB/s in the first, 139-264 in the second, steady from the third or
   // fourth; with 32 MiB of warm-up the timed 128 MiB measured the engine's code being compiled.
   const warmMb = options.quick ? 256 : 512
   const writeMb = options.quick ? 128 : 512

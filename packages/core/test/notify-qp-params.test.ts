@@ -22,7 +22,7 @@ import { NotifyQpParams, Series } from "../src/index.js"
 import { NOTIFY_SLOTS } from "../src/internal/NotifyChannel.js"
 import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
 import type { RdmaEndpoint } from "../src/internal/rdma/RdmaEndpoint.js"
-import { type Side, settings, twoTransports } from "./fixtures/endpoints.js"
+import { pollerTurnLate, type Side, settings, twoTransports } from "./fixtures/endpoints.js"
 
 /** The attributes the notify QP of `ep` was brought up with, as the QP reports them (`ibv_query_qp`). */
 const notifyQpAttr = (ep: RdmaEndpoint) => (ep.notify.qp as QueuePair).queryQp(0)
@@ -219,10 +219,10 @@ describe("NotifyQpParams: the notify QP's RC attributes (RFC PR 2, Series.Params
    * p50 20-100 ms in both arms and legacy/series 0.7-1.4; with 8 free receives but the full window, 1.8-2.0. So both
    * are cut 32-fold, the window still twice the free receives: B's notify worker is 248 receives behind (the first
    * 248 completions, a ballast sent before the burst, never reach its poller, so their receives are never reposted:
-   * 8 free), and A keeps at most 16 notifications in flight. B's poller, scheduled a turn after each completion,
-   * reposts each of the 8 as soon as it polls it, late for A, which has already sent the next 8 into an empty receive queue and been NAKed. So each round delivers
-   * 8 and waits one RNR timer of the receiver (Node's timers round 5.12 ms up to 6 and 0.64 ms up to 1), about 250
-   * rounds per arm.
+   * 8 free), and A keeps at most 16 notifications in flight. B's poller, a turn behind its NIC (`pollerTurnLate`),
+   * reposts each of the 8 as soon as it polls it, late for A, which has already sent the next 8 into an empty receive
+   * queue and been NAKed. So each round delivers 8 and waits one RNR timer of the receiver (Node's timers round 5.12
+   * ms up to 6 and 0.64 ms up to 1), about 250 rounds per arm.
    *
    * One-way latency is B's delivery (the wrapped `Inbox.push`) minus A's post, on one clock.
    */
@@ -239,11 +239,8 @@ describe("NotifyQpParams: the notify QP's RC attributes (RFC PR 2, Series.Params
 
       // B's worker behind by HOLD receives: their completions never reach the poller, so never reposted.
       const cq = (B.devices[0] as RdmaDevice).notifyCq
-      // And a turn late: B's completion channel schedules its pass on the next turn of the event loop instead of
-      // running it at once, as TENT's notify worker (a thread that polls every 10 µs) trails a NIC that fills a
-      // receive as the packet lands. Run at once, each receive is reposted before the next datagram is read, and the
-      // burst is never RNR-bound.
-      cq.setNotify(B.poller.run)
+      // And a turn late (run at once, each receive is reposted before the next datagram is read: never RNR-bound).
+      pollerTurnLate(B)
       const poll = cq.pollCq.bind(cq)
       const batch = WorkCompletion.array(16)
       let held = 0

@@ -9,7 +9,7 @@ import { makeNotification, NotificationTooLarge } from "@tent/rpc"
 import { Effect, Layer } from "effect"
 import { type Diagnostics, EngineConfig } from "../src/index.js"
 import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
-import { twoTransports } from "./fixtures/endpoints.js"
+import { pollerTurnLate, twoTransports } from "./fixtures/endpoints.js"
 import { type check, payload, testConfig } from "./fixtures/engine.js"
 import * as Pair from "./fixtures/pair.js"
 
@@ -132,10 +132,9 @@ describe("notify slots: TENT's allocation, lazy slots, slot size", () => {
         const deviceB = B.devices[0] as RdmaDevice
         const [receiver] = deviceB.store.active.values()
         expect(receiver?.notify.recvCapacity).toBe(1)
-        // B's completion channel schedules its pass on the next turn of the event loop instead of running it at once,
-        // as TENT's notify thread trails a NIC: the receives of the datagrams read in one turn complete before the
-        // pass reposts any, and a drain that saw more than half the ring complete doubles it.
-        deviceB.notifyCq.setNotify(B.poller.run)
+        // The receives of the datagrams read in one turn complete before the pass reposts any, and a drain that saw
+        // more than half the ring complete doubles it.
+        pollerTurnLate(B)
         for (let i = 0; i < 2000; i++) yield* A.sendNotification("B", makeNotification(`g${i}`, "x"))
         const deadline = Date.now() + 30_000
         while (B.counters.received < 2000 && Date.now() < deadline) yield* Effect.sleep("20 millis")

@@ -3,10 +3,8 @@
  * the rest to its pass on the next turn of the event loop (TENT's notify worker, 16 a pass). A burst of notifications
  * arrives; after the poller's first pass, a callback of its own (as a data completion, a control-plane handler or a
  * timer would, on TENT's other threads) retires the receiving endpoint while the rest of the burst sits unpolled in
- * the CQ. In-process: two RDMA transports on SoftVerbs, each with its own poller. B's completion channel schedules
- * its pass on the next turn of the event loop (`poller.run`) instead of running it at once, so the completions of the
- * datagrams read in one turn wait for the pass together, as they wait for TENT's notify thread: run at once, each
- * pass would find one completion, and nothing would be left for a later pass.
+ * the CQ. In-process: two RDMA transports on SoftVerbs, each with its own poller, B's a turn behind its NIC
+ * (`pollerTurnLate`: run at once, each pass would find one completion and leave nothing for a later pass).
  */
 import { describe, expect, it } from "@effect/vitest"
 import { makeNotification } from "@tent/rpc"
@@ -14,7 +12,7 @@ import { Effect } from "effect"
 import { QpRetirement } from "../src/index.js"
 import { NOTIFY_SLOTS } from "../src/internal/NotifyChannel.js"
 import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
-import { twoTransports } from "./fixtures/endpoints.js"
+import { pollerTurnLate, twoTransports } from "./fixtures/endpoints.js"
 
 const BURST = 200
 
@@ -24,7 +22,7 @@ const burstThenRetire = (retirement: QpRetirement.QpRetirementShape) =>
     const { A, B } = yield* twoTransports(undefined, { retirement })
     const ep = yield* A.getEndpoint(A.devices[0] as RdmaDevice, { server: "B", address: "B" }, "mlx0")
     const [epB] = (B.devices[0] as RdmaDevice).store.active.values()
-    ;(B.devices[0] as RdmaDevice).notifyCq.setNotify(B.poller.run)
+    pollerTurnLate(B)
     expect(epB?.status).toBe("READY")
     // B's poller stays behind for one pass: its first pass after the burst lands takes 16 per CQ, the rest waits.
     for (let i = 0; i < BURST; i++) expect(ep.notify.postNotification(makeNotification(`b${i}`, "x"))).toBe(0)
