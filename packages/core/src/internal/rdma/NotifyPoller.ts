@@ -1,15 +1,16 @@
 /**
  * The notify poller, one per RDMA transport (TENT `processNotifyCompletions`): polls every device's notify CQ 16
- * completions a pass (the rest on the next turn of the event loop), maps each completion to its endpoint through the transport's QP-number table, decodes RECVs
- * and hands them to the engine's delivery point, reposts the receive, and counts what it drops (`unknownQp`,
- * `malformed`, `duplicates`, `flushed`, `notifyErrors`). Bad input is counted, never thrown.
+ * completions a pass (the rest on the next turn of the event loop), maps each completion to its endpoint through the
+ * transport's QP-number table, decodes RECVs and hands them to the engine's delivery point, reposts the receive, and
+ * counts what it drops (`unknownQp`, `malformed`, `duplicates`, `flushed`, `notifyErrors`). Bad input is counted, never
+ * thrown.
  *
- * It runs from the CQs' completion channel, a pass at once when the channel fires (SoftVerbs fires it once the
- * datagram that brought the completion is handled), instead of TENT's thread with its 10 µs `usleep` loop: a
- * notification reaches the consumer in the turn it arrived, without a fiber wake-up, and a reply posted by the
- * consumer carries the ACK of the request it answers. A pass takes 16 completions a CQ and leaves the rest to a pass
- * on the next turn of the event loop (`setImmediate`), so other work of the process can still land between them, as
- * TENT's other threads can. This is the hot path: plain synchronous code per completion, one reused decode object.
+ * It runs from the CQs' completion channel, a pass at once when the channel fires (SoftVerbs fires it once the datagram
+ * that brought the completion is handled), instead of TENT's thread with its 10 µs `usleep` loop: a notification
+ * reaches the consumer in the turn it arrived, without a fiber wake-up, and a reply posted by the consumer leaves
+ * before the event loop reads the socket again. A pass takes 16 completions a CQ and leaves the rest to a pass on the
+ * next turn of the event loop (`setImmediate`), so other work of the process can still land between them, as TENT's
+ * other threads can. This is the hot path: plain synchronous code per completion, one reused decode object.
  */
 import { type CompletionQueue, WcOpcode, WcStatus, WorkCompletion } from "@tent/verbs"
 import { DecodedFrame, type DedupShape } from "../../Dedup.js"
@@ -203,8 +204,8 @@ export const start = (options: {
   }
   // The completion channel runs a pass at once: SoftVerbs calls it once the datagram that brought the completion is
   // handled (Ibverbs, when the channel's fd is readable), so a notification reaches its consumer in the same turn,
-  // and a reply the consumer posts there carries the ACK of the request it answers. A pass already scheduled (the
-  // rest of a CQ beyond 16) keeps its turn.
+  // and a reply the consumer posts there leaves before the event loop reads the socket again. A pass already
+  // scheduled (the rest of a CQ beyond 16) keeps its turn.
   const now = (): void => {
     if (scheduled || paused || stopped) return
     run()
