@@ -13,6 +13,7 @@ import { Context, Effect, Layer, type Scope, Stream } from "effect"
 import { AccessFlags, Errno, LinkLayer, Mtu } from "./Constants.js"
 import { DeviceNotFound, type InvalidFaults, RdmaError } from "./Errors.js"
 import { softGid } from "./soft/Address.js"
+import { DEFAULT_TRIM_THRESHOLD, type HeapTrim, heapTrim, keepHeapTop } from "./soft/Heap.js"
 import { SoftCq } from "./soft/SoftCq.js"
 import {
   type SocketBuffers,
@@ -36,7 +37,7 @@ import {
   type VerbsShape
 } from "./Verbs.js"
 
-export type { SocketBuffers, SoftCounters, SoftDeviceConfig, SoftFaults }
+export type { HeapTrim, SocketBuffers, SoftCounters, SoftDeviceConfig, SoftFaults }
 
 /** Limits of a SoftVerbs device (what `ibv_query_device` would report). */
 export const limits = {
@@ -51,6 +52,13 @@ export const limits = {
 export interface SoftVerbsOptions {
   /** The devices to create (each binds one UDP socket). */
   readonly devices: ReadonlyArray<SoftDeviceConfig>
+  /**
+   * Bytes of free C heap glibc keeps at the top of its heap instead of returning them to the kernel
+   * (`mallopt(M_TRIM_THRESHOLD)`, process-wide). Node allocates every received datagram's memory there; with glibc's
+   * 128 KiB default a receiving process could fault every packet's page in afresh (see `soft/Heap.ts`). Default
+   * 64 MiB; 0 leaves the C library's setting. Without glibc it is left as it is (`SoftVerbsControl.heap` says so).
+   */
+  readonly mallocTrimThreshold?: number
 }
 
 /** The fault-injection and inspection handle of the SoftVerbs devices of this process. */
@@ -73,6 +81,8 @@ export interface SoftVerbsControlShape {
   forceQpError(name: string, qpNum: number): Effect.Effect<void, DeviceNotFound | RdmaError>
   /** A snapshot of the device's counters. */
   counters(name: string): Effect.Effect<SoftCounters, DeviceNotFound>
+  /** What was done to the C heap's trim threshold (`mallocTrimThreshold`), process-wide, as last set. */
+  readonly heap: () => HeapTrim
 }
 
 /** The SoftVerbs control handle. */
@@ -252,6 +262,20 @@ export const make = (
         )
       }
     }
+    const trim = options.mallocTrimThreshold ?? DEFAULT_TRIM_THRESHOLD
+    if (!(Number.isSafeInteger(trim) && trim >= 0 && trim <= 2 ** 31 - 1)) {
+      return yield* Effect.fail(
+        rdmaError(
+          "ibv_open_device",
+          Errno.EINVAL,
+          `mallocTrimThreshold must be an integer of bytes from 0 (the C library's setting) to 2^31-1, got ${trim}`
+        )
+      )
+    }
+    const heap = keepHeapTop(trim)
+    yield* heap._tag === "Set"
+      ? Effect.logDebug(`SoftVerbs: the C heap keeps up to ${trim} free bytes at its top`)
+      : Effect.logDebug(`SoftVerbs: the C heap's trim threshold left as it is: ${heap.reason}`)
     const devices: Array<SoftDevice> = []
     for (const config of options.devices) {
       const device = yield* Effect.acquireRelease(
@@ -302,7 +326,8 @@ export const make = (
             ? Effect.void
             : Effect.fail(rdmaError("force_qp_error", Errno.ENOENT, `device "${name}" has no QP ${qpNum}`))
         ),
-      counters: (name) => Effect.map(find(name), (d) => ({ ...d.counters }))
+      counters: (name) => Effect.map(find(name), (d) => ({ ...d.counters })),
+      heap: heapTrim
     }
     return { verbs, control }
   })
