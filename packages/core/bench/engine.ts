@@ -29,7 +29,8 @@
  *   over its data QPs (`transports/rdma/num_lanes`), the floor has one QP per rail, on the same socket). Both are
  *   sustained throughput with the wire kept busy, both after an untimed warm-up (256 MiB with `--quick`, else 512
  *   MiB: the engine's WRITE path runs at 90-115 MB/s in its first 64 MiB and reaches its steady rate after 128-192),
- *   timed over 128 MiB (`--quick`) or 512 MiB.
+ *   timed over 128 MiB (`--quick`) or 512 MiB. The log gives, for each arm, the main-thread CPU per MiB of the sender
+ *   and of the receiver over the timed span (Linux, from `/proc`): which side was busy and which waited.
  * - `notify_fallback_rtt_us`: median RTT (not halved) of the same notification ping-pong as `notify_one_way_us`, but
  *   carried by the control plane's `Notify` RPC with the peer alive: both engines run with
  *   `transports/rdma/enable: false` (legacy series), so `sendNotification` goes to the TCP transport, which is the
@@ -72,6 +73,7 @@
  *   given 10 000 new sessions, per session, the session ids created inside the measurement (the table keeps them).
  *   Goal ≤ 600 B. Floor: the 4096-bit bitmap itself, 512 B.
  */
+import { readFileSync } from "node:fs"
 import * as Net from "node:net"
 import { fileURLToPath } from "node:url"
 import * as V8 from "node:v8"
@@ -121,6 +123,29 @@ const median = (xs: ReadonlyArray<number>): number => {
   return s[Math.floor(s.length / 2)] as number
 }
 const now = () => performance.timeOrigin + performance.now()
+
+/**
+ * CPU time (user + system, ms) of a process's main thread so far, from `/proc` (Linux; NaN elsewhere): the WRITE
+ * figures log what each side's event loop spent per MiB, the figure that decides the rate when two processes share
+ * two cores.
+ */
+const mainThreadCpuMs = (pid: number | undefined): number => {
+  try {
+    const fields = readFileSync(`/proc/${pid}/task/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
+    return (Number(fields[11]) + Number(fields[12])) * (1000 / 100)
+  } catch {
+    return Number.NaN
+  }
+}
+
+/** Sender and receiver main-thread CPU per MiB over a timed WRITE span, as a log fragment. */
+const cpuPerMiB = (pids: readonly [number | undefined, number | undefined]) => {
+  const before = pids.map(mainThreadCpuMs)
+  return (mib: number) => {
+    const [s, r] = pids.map((pid, i) => ((mainThreadCpuMs(pid) - (before[i] as number)) / mib).toFixed(2))
+    return `main-thread CPU per MiB: sender ${s} ms, receiver ${r} ms`
+  }
+}
 
 /** The ping of the notification ping-pongs: a 4-byte name and a 56-byte message (68 bytes in TENT's encoding). */
 const ping: Notification = { name: new TextEncoder().encode("ping"), msg: new Uint8Array(56) }
@@ -452,7 +477,9 @@ const floors = (rounds: number, warmup: number, warmMb: number, writeMb: number,
         return Effect.sync(stop)
       }).pipe(Effect.timeoutFail({ duration: PHASE_TIMEOUT, onTimeout: () => new Error("floor WRITE timed out") }))
     yield* writes(warmMb)
+    const cpu = cpuPerMiB([process.pid, peer.process.pid])
     const writeMbps = yield* writes(writeMb)
+    const writeCpu = cpu(writeMb)
     // SEND throughput: `sendCount` SENDs of a stamped ping's frame length, at most NOTIFY_WINDOW in flight (the notify
     // channel's window), timed until the last completes and its echo is in; the echoes' receives are reposted.
     const sendRate = Effect.suspend(() => {
@@ -489,7 +516,7 @@ const floors = (rounds: number, warmup: number, warmMb: number, writeMb: number,
     yield* sendRate
     const sendRates: Array<number> = []
     for (let i = 0; i < 3; i++) sendRates.push(yield* sendRate)
-    return { oneWayUs, burstMs, writeMbps, sendMsgsPerS: median(sendRates) }
+    return { oneWayUs, burstMs, writeMbps, writeCpu, sendMsgsPerS: median(sendRates) }
   })
 
 const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: number, log: (l: string) => void) =>
@@ -623,10 +650,11 @@ const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: 
       })
     yield* writes((warmMb << 4) / WRITE_BATCH)
     const batches = (writeMb << 4) / WRITE_BATCH
+    const cpu = cpuPerMiB([process.pid, peer.process.pid])
     const w0 = performance.now()
     yield* writes(batches)
     const writeMbps = (batches * WRITE_BATCH * 65536) / (1 << 20) / ((performance.now() - w0) / 1000)
-    log(`engine WRITE ${writeMbps.toFixed(1)} MB/s`)
+    log(`engine WRITE ${writeMbps.toFixed(1)} MB/s; ${cpu(writeMb)}`)
     return { oneWayUs, oneWayStreamUs, burstMs, writeMbps }
   })
 
@@ -1190,7 +1218,7 @@ export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchRes
   const floorSet = async (when: string) => {
     const f = await Effect.runPromise(Effect.scoped(floors(rounds, warmup, warmMb, writeMb, sendCount)))
     options.log(
-      `floor ${when}: SEND one-way ${f.oneWayUs.toFixed(1)} µs, burst p50 ${f.burstMs.toFixed(2)} ms, WRITE ${f.writeMbps.toFixed(1)} MB/s, ` +
+      `floor ${when}: SEND one-way ${f.oneWayUs.toFixed(1)} µs, burst p50 ${f.burstMs.toFixed(2)} ms, WRITE ${f.writeMbps.toFixed(1)} MB/s (${f.writeCpu}), ` +
         `${STAMPED_PING_BYTES}-byte SENDs ${(f.sendMsgsPerS / 1000).toFixed(1)} k/s`
     )
     return f
@@ -1198,7 +1226,7 @@ export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchRes
   const floorBefore = await floorSet("before the engine")
   const engine = await Effect.runPromise(Effect.scoped(engineFigures(rounds, warmup, warmMb, writeMb, options.log)))
   const floorAfter = await floorSet("after the engine")
-  const mean = (k: keyof typeof floorBefore) => (floorBefore[k] + floorAfter[k]) / 2
+  const mean = (k: "oneWayUs" | "burstMs" | "writeMbps" | "sendMsgsPerS") => (floorBefore[k] + floorAfter[k]) / 2
   const floor = {
     oneWayUs: mean("oneWayUs"),
     burstMs: mean("burstMs"),
