@@ -29,8 +29,8 @@
  *   over its data QPs (`transports/rdma/num_lanes`), the floor has one QP per rail, on the same socket). Both are
  *   sustained throughput with the wire kept busy, both after an untimed warm-up (256 MiB with `--quick`, else 512
  *   MiB: the engine's WRITE path runs at 90-115 MB/s in its first 64 MiB and reaches its steady rate after 128-192),
- *   timed over 128 MiB (`--quick`) or 512 MiB. The log gives, for each arm, the main-thread CPU per MiB of the sender
- *   and of the receiver over the timed span (Linux, from `/proc`): which side was busy and which waited.
+ *   timed over 128 MiB (`--quick`) or 512 MiB. The log gives, for each arm, the CPU per MiB of the sender and of the
+ *   receiver over the timed span, main thread and other threads (V8's GC helpers) apart (Linux, from `/proc`).
  * - `notify_fallback_rtt_us`: median RTT (not halved) of the same notification ping-pong as `notify_one_way_us`, but
  *   carried by the control plane's `Notify` RPC with the peer alive: both engines run with
  *   `transports/rdma/enable: false` (legacy series), so `sendNotification` goes to the TCP transport, which is the
@@ -73,7 +73,7 @@
  *   given 10 000 new sessions, per session, the session ids created inside the measurement (the table keeps them).
  *   Goal ≤ 600 B. Floor: the 4096-bit bitmap itself, 512 B.
  */
-import { readFileSync } from "node:fs"
+import { readdirSync, readFileSync } from "node:fs"
 import * as Net from "node:net"
 import { fileURLToPath } from "node:url"
 import * as V8 from "node:v8"
@@ -125,25 +125,38 @@ const median = (xs: ReadonlyArray<number>): number => {
 const now = () => performance.timeOrigin + performance.now()
 
 /**
- * CPU time (user + system, ms) of a process's main thread so far, from `/proc` (Linux; NaN elsewhere): the WRITE
- * figures log what each side's event loop spent per MiB, the figure that decides the rate when two processes share
- * two cores.
+ * CPU time (user + system, ms) so far of a process's main thread and of all its other threads together (V8's GC and
+ * compiler helpers, libuv's pool), from `/proc` (Linux; NaN elsewhere): the WRITE figures log what each side spent per
+ * MiB, the figure that decides the rate when two processes share two cores.
  */
-const mainThreadCpuMs = (pid: number | undefined): number => {
+const threadCpuMs = (pid: number | undefined): readonly [number, number] => {
+  const ms = (path: string) => {
+    const f = readFileSync(path, "utf8").split(") ")[1]?.split(" ") ?? []
+    return (Number(f[11]) + Number(f[12])) * (1000 / 100)
+  }
   try {
-    const fields = readFileSync(`/proc/${pid}/task/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
-    return (Number(fields[11]) + Number(fields[12])) * (1000 / 100)
+    let main = 0
+    let others = 0
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      if (tid === String(pid)) main = ms(`/proc/${pid}/task/${tid}/stat`)
+      else others += ms(`/proc/${pid}/task/${tid}/stat`)
+    }
+    return [main, others]
   } catch {
-    return Number.NaN
+    return [Number.NaN, Number.NaN]
   }
 }
 
-/** Sender and receiver main-thread CPU per MiB over a timed WRITE span, as a log fragment. */
+/** Sender and receiver CPU per MiB (main thread + the others) over a timed WRITE span, as a log fragment. */
 const cpuPerMiB = (pids: readonly [number | undefined, number | undefined]) => {
-  const before = pids.map(mainThreadCpuMs)
+  const before = pids.map(threadCpuMs)
   return (mib: number) => {
-    const [s, r] = pids.map((pid, i) => ((mainThreadCpuMs(pid) - (before[i] as number)) / mib).toFixed(2))
-    return `main-thread CPU per MiB: sender ${s} ms, receiver ${r} ms`
+    const [s, r] = pids.map((pid, i) => {
+      const [main, others] = threadCpuMs(pid)
+      const [main0, others0] = before[i] as readonly [number, number]
+      return `${((main - main0) / mib).toFixed(2)} + ${((others - others0) / mib).toFixed(2)} ms`
+    })
+    return `CPU per MiB (main thread + other threads): sender ${s}, receiver ${r}`
   }
 }
 
