@@ -14,6 +14,7 @@ import { AccessFlags, Errno, LinkLayer, Mtu } from "./Constants.js"
 import { DeviceNotFound, type InvalidFaults, RdmaError } from "./Errors.js"
 import { softGid } from "./soft/Address.js"
 import { DEFAULT_TRIM_THRESHOLD, type HeapTrim, heapTrim, keepHeapTop } from "./soft/Heap.js"
+import { DEFAULT_SCAVENGE_EVERY_BYTES, paceScavenges, pacing, type ScavengePacing } from "./soft/Scavenge.js"
 import { SoftCq } from "./soft/SoftCq.js"
 import {
   type SocketBuffers,
@@ -37,7 +38,7 @@ import {
   type VerbsShape
 } from "./Verbs.js"
 
-export type { HeapTrim, SocketBuffers, SoftCounters, SoftDeviceConfig, SoftFaults }
+export type { HeapTrim, ScavengePacing, SocketBuffers, SoftCounters, SoftDeviceConfig, SoftFaults }
 
 /** Limits of a SoftVerbs device (what `ibv_query_device` would report). */
 export const limits = {
@@ -59,6 +60,22 @@ export interface SoftVerbsOptions {
    * 64 MiB; 0 leaves the C library's setting. Without glibc it is left as it is (`SoftVerbsControl.heap` says so).
    */
   readonly mallocTrimThreshold?: number
+  /**
+   * Bytes of datagrams read (all devices of the process together) after which a device runs a young-generation GC
+   * itself, so that dead datagrams are swept before V8 counts them as external memory pressure and starts full GCs
+   * (see `soft/Scavenge.ts`). Process-wide. Default 16 MiB; 0 leaves V8 to itself.
+   */
+  readonly scavengeEveryBytes?: number
+}
+
+/** What SoftVerbs did to this process's heaps (both settings are process-wide, as last set). */
+export interface HeapSettings {
+  /** glibc's trim threshold (`mallocTrimThreshold`). */
+  readonly trim: HeapTrim
+  /** The paced scavenges (`scavengeEveryBytes`). */
+  readonly scavenge: ScavengePacing
+  /** Paced scavenges run so far in this process. */
+  readonly scavenges: number
 }
 
 /** The fault-injection and inspection handle of the SoftVerbs devices of this process. */
@@ -81,8 +98,8 @@ export interface SoftVerbsControlShape {
   forceQpError(name: string, qpNum: number): Effect.Effect<void, DeviceNotFound | RdmaError>
   /** A snapshot of the device's counters. */
   counters(name: string): Effect.Effect<SoftCounters, DeviceNotFound>
-  /** What was done to the C heap's trim threshold (`mallocTrimThreshold`), process-wide, as last set. */
-  readonly heap: () => HeapTrim
+  /** What was done to the C heap and to V8's (`mallocTrimThreshold`, `scavengeEveryBytes`), process-wide. */
+  readonly heap: () => HeapSettings
 }
 
 /** The SoftVerbs control handle. */
@@ -272,6 +289,20 @@ export const make = (
         )
       )
     }
+    const every = options.scavengeEveryBytes ?? DEFAULT_SCAVENGE_EVERY_BYTES
+    if (!(Number.isSafeInteger(every) && every >= 0)) {
+      return yield* Effect.fail(
+        rdmaError(
+          "ibv_open_device",
+          Errno.EINVAL,
+          `scavengeEveryBytes must be an integer of bytes, 0 (V8 scavenges by itself) or more, got ${every}`
+        )
+      )
+    }
+    const paced = paceScavenges(every)
+    yield* paced._tag === "Paced"
+      ? Effect.logDebug(`SoftVerbs: a young-generation GC after every ${every} bytes of datagrams read`)
+      : Effect.logDebug(`SoftVerbs: scavenges not paced: ${paced.reason}`)
     const heap = keepHeapTop(trim)
     yield* heap._tag === "Set"
       ? Effect.logDebug(`SoftVerbs: the C heap keeps up to ${trim} free bytes at its top`)
@@ -327,7 +358,7 @@ export const make = (
             : Effect.fail(rdmaError("force_qp_error", Errno.ENOENT, `device "${name}" has no QP ${qpNum}`))
         ),
       counters: (name) => Effect.map(find(name), (d) => ({ ...d.counters })),
-      heap: heapTrim
+      heap: () => ({ trim: heapTrim(), scavenge: pacing.state, scavenges: pacing.scavenges })
     }
     return { verbs, control }
   })

@@ -13,13 +13,22 @@ interface HeapTrimReport {
   readonly keptBytes: number
 }
 
+interface ScavengeReport {
+  readonly heap: SoftVerbs.HeapSettings
+  readonly forcedMinorGcs: number
+}
+
+/** 32 MiB of 4 KiB datagrams read in a fresh process made with `every`; the young-generation GCs it forced. */
+const scavengesIn = (every: string) =>
+  Effect.map(spawnChild<ScavengeReport>(fixture("heap-scavenge.ts"), [every]), (child) => child.ready)
+
 /** Frees 16 MiB of 4 KiB blocks in a fresh process made with `threshold`; glibc's free bytes at its heap top. */
 const trimIn = (threshold: string) =>
   Effect.map(spawnChild<HeapTrimReport>(fixture("heap-trim.ts"), [threshold]), (child) => child.ready)
 
 const MiB = 1024 * 1024
 
-describe("SoftVerbs keeps the C heap's top (datagram memory is not faulted in afresh)", () => {
+describe("SoftVerbs and the heaps under its datagram path (C heap's top kept, scavenges paced)", () => {
   it.scopedLive.skipIf(glibc === undefined)(
     "by default 16 MiB freed at the top of the heap stays there; with glibc's 128 KiB it goes back to the kernel",
     () =>
@@ -37,6 +46,26 @@ describe("SoftVerbs keeps the C heap's top (datagram memory is not faulted in af
     120_000
   )
 
+  it.scopedLive(
+    "a young-generation GC after every scavengeEveryBytes of datagrams read (16 MiB by default), none with 0",
+    () =>
+      Effect.gen(function* () {
+        const byDefault = yield* scavengesIn("default")
+        expect(byDefault.heap.scavenge).toEqual({ _tag: "Paced", everyBytes: 16 * MiB })
+        expect(byDefault.heap.scavenges).toBe(2)
+        expect(byDefault.forcedMinorGcs).toBe(2)
+        const often = yield* scavengesIn(String(4 * MiB))
+        expect(often.heap.scavenges).toBe(8)
+        expect(often.forcedMinorGcs).toBe(8)
+        // Off: V8 alone forces none (its own scavenges are not "forced").
+        const off = yield* scavengesIn("0")
+        expect(off.heap.scavenge._tag).toBe("Off")
+        expect(off.heap.scavenges).toBe(0)
+        expect(off.forcedMinorGcs).toBe(0)
+      }),
+    120_000
+  )
+
   it.scoped("a mallocTrimThreshold that is not an integer of bytes fails at start, naming the key", () =>
     Effect.gen(function* () {
       for (const bad of [-1, 1.5, Number.NaN, 2 ** 31]) {
@@ -44,6 +73,18 @@ describe("SoftVerbs keeps the C heap's top (datagram memory is not faulted in af
         expect(error).toBeInstanceOf(RdmaError)
         expect(error.errno).toBe(Errno.EINVAL)
         expect(error.message).toContain("mallocTrimThreshold")
+        expect(error.message).toContain(String(bad))
+      }
+    })
+  )
+
+  it.scoped("a scavengeEveryBytes that is not an integer of bytes fails at start, naming the key", () =>
+    Effect.gen(function* () {
+      for (const bad of [-1, 0.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+        const error = yield* Effect.flip(SoftVerbs.make({ devices: [{ name: "h" }], scavengeEveryBytes: bad }))
+        expect(error).toBeInstanceOf(RdmaError)
+        expect(error.errno).toBe(Errno.EINVAL)
+        expect(error.message).toContain("scavengeEveryBytes")
         expect(error.message).toContain(String(bad))
       }
     })

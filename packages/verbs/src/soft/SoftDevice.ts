@@ -10,6 +10,7 @@ import type { AsyncEvent, QpCap } from "../Verbs.js"
 import { MrTable, type SoftMr } from "./Memory.js"
 import { HDR, Off, validate } from "./Packet.js"
 import { WINDOW } from "./qp/Requester.js"
+import { pacing, received } from "./Scavenge.js"
 import { type CqHost, SoftCq } from "./SoftCq.js"
 import { type QpCounters, type QpHost, SoftQp } from "./SoftQp.js"
 
@@ -238,6 +239,8 @@ export class SoftDevice implements QpHost, CqHost {
   private readonly onMessage = (msg: Buffer, rinfo: dgram.RemoteInfo): void => {
     const c = this.counters
     c.rxPackets++
+    // Every datagram's memory counts, dropped or not: Node allocated it before this handler ran (see Scavenge.ts).
+    if (pacing.everyBytes > 0) received(msg.length)
     if (this.portState !== PortState.ACTIVE) {
       c.droppedPortDown++
       return
