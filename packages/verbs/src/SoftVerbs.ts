@@ -57,7 +57,8 @@ export interface SoftVerbsOptions {
    * Bytes of free C heap glibc keeps at the top of its heap instead of returning them to the kernel
    * (`mallopt(M_TRIM_THRESHOLD)`, process-wide). Node allocates every received datagram's memory there; with glibc's
    * 128 KiB default a receiving process could fault every packet's page in afresh (see `soft/Heap.ts`). Default
-   * 64 MiB; 0 leaves the C library's setting. Without glibc it is left as it is (`SoftVerbsControl.heap` says so).
+   * 64 MiB; 0 leaves the heap as it is (a threshold set earlier in the process stays). Without glibc it is left as it
+   * is (`SoftVerbsControl.heap` says so).
    */
   readonly mallocTrimThreshold?: number
   /**

@@ -66,6 +66,16 @@ describe("SoftVerbs and the heaps under its datagram path (C heap's top kept, sc
     120_000
   )
 
+  it.scoped.skipIf(glibc === undefined)(
+    "a threshold once set stays, and is reported, when a later SoftVerbs asks for 0 (glibc has no default to go back to)",
+    () =>
+      Effect.gen(function* () {
+        yield* SoftVerbs.make({ devices: [{ name: "h1" }], mallocTrimThreshold: 32 * MiB })
+        const { control } = yield* SoftVerbs.make({ devices: [{ name: "h2" }], mallocTrimThreshold: 0 })
+        expect(control.heap().trim).toEqual({ _tag: "Set", thresholdBytes: 32 * MiB })
+      })
+  )
+
   it.scoped("a mallocTrimThreshold that is not an integer of bytes fails at start, naming the key", () =>
     Effect.gen(function* () {
       for (const bad of [-1, 1.5, Number.NaN, 2 ** 31]) {

@@ -44,12 +44,14 @@ const load = (): ((param: number, value: number) => number) | null => {
 }
 
 /**
- * Sets glibc's trim threshold to `bytes` (0: leave the C library's own setting). `mallopt` returns 1 on success;
- * anything else, or no glibc, leaves the heap as it was and says why.
+ * Sets glibc's trim threshold to `bytes` (0: leave it as it is). `mallopt` returns 1 on success; anything else, or no
+ * glibc, leaves the heap as it was and says why. A threshold set earlier in the process cannot be taken back (glibc
+ * has no "default" to return to once its dynamic threshold is off), so 0 after it still reports it.
  */
 export const keepHeapTop = (bytes: number): HeapTrim => {
   if (bytes === 0) {
-    current = { _tag: "Left", reason: "mallocTrimThreshold is 0: the C library's own setting" }
+    if (current._tag === "Left")
+      current = { _tag: "Left", reason: "mallocTrimThreshold is 0: the C library's own setting" }
     return current
   }
   const fn = load()
