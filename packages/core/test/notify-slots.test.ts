@@ -10,15 +10,11 @@ import { Effect, Layer } from "effect"
 import { type Diagnostics, EngineConfig } from "../src/index.js"
 import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
 import { pollerTurnLate, twoTransports } from "./fixtures/endpoints.js"
-import { type check, payload, testConfig } from "./fixtures/engine.js"
+import { type check, payload } from "./fixtures/engine.js"
 import * as Pair from "./fixtures/pair.js"
 
 const KiB = 1024
 const lazy = { transports: { rdma: { notify: { lazy_slots: true } } } }
-/** {@link lazy} over the tests' small defaults, for two transports in this process. */
-const inProcessLazy = {
-  transports: { ...testConfig.transports, rdma: { ...testConfig.transports.rdma, notify: { lazy_slots: true } } }
-}
 
 type Check = ReturnType<typeof check>
 interface Stats {
@@ -127,7 +123,7 @@ describe("notify slots: TENT's allocation, lazy slots, slot size", () => {
     "lazy, the receiver's poller a turn behind its NIC: a 2000 burst doubles its receive ring drain after drain (1 → ≥ 64, ≤ 256), all delivered in order",
     () =>
       Effect.gen(function* () {
-        const { A, B } = yield* twoTransports(undefined, { config: inProcessLazy })
+        const { A, B } = yield* twoTransports(undefined, { config: lazy })
         yield* A.getEndpoint(A.devices[0] as RdmaDevice, { server: "B", address: "B" }, "mlx0")
         const deviceB = B.devices[0] as RdmaDevice
         const [receiver] = deviceB.store.active.values()
