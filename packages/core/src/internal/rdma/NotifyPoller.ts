@@ -205,7 +205,9 @@ export const start = (options: {
   // The completion channel runs a pass at once: SoftVerbs calls it once the datagram that brought the completion is
   // handled (Ibverbs, when the channel's fd is readable), so a notification reaches its consumer in the same turn,
   // and a reply the consumer posts there leaves before the event loop reads the socket again. A pass already
-  // scheduled (the rest of a CQ beyond 16) keeps its turn.
+  // scheduled (the rest of a CQ beyond 16) keeps its turn. A pass is never entered from inside another: neither
+  // provider calls a channel listener while one runs (SoftVerbs queues a CQ that completes meanwhile and calls it once
+  // the running listener has returned; Ibverbs reads the channel fd from the event loop): no `inRun` guard is needed.
   const now = (): void => {
     if (scheduled || paused || stopped) return
     run()
