@@ -149,8 +149,6 @@ interface Entry {
   readonly resumeAt: number | undefined
 }
 
-const railKey = (local: string, remote: string) => `${local}\u0000${remote}`
-
 const clean = (local: string, remote: string): Entry => ({
   local,
   remote,
@@ -200,6 +198,22 @@ export const make = (options: Partial<RailHealthOptions> = {}): Effect.Effect<Ra
     const o: RailHealthOptions = { ...defaults, ...options }
     // One table, changed only by synchronous code (a call is atomic on the one JS thread).
     const rails = new Map<string, Entry>()
+    // Each rail's table key, built once: the slice path asks for a rail's state on every post and completion, and a
+    // key concatenated per call is a new string to allocate, flatten and hash each time.
+    const keys = new Map<string, Map<string, string>>()
+    const railKey = (local: string, remote: string): string => {
+      let byRemote = keys.get(local)
+      if (byRemote === undefined) {
+        byRemote = new Map()
+        keys.set(local, byRemote)
+      }
+      let k = byRemote.get(remote)
+      if (k === undefined) {
+        k = `${local}\u0000${remote}`
+        byRemote.set(remote, k)
+      }
+      return k
+    }
 
     /** Applies `f` to the settled entry of a rail at the current time and stores the result. */
     const update = <A>(

@@ -115,6 +115,13 @@ export interface TransfersDeps {
 export const bufferTransports = (b: BufferDesc): ReadonlyArray<TransportKind> =>
   (b.transports ?? ["rdma", "tcp"]).filter((t): t is TransportKind => t === "rdma" || t === "tcp")
 
+/** The buffer of `desc` that holds the request's target range, if any. */
+const bufferHolding = (desc: SegmentDesc, req: TransferRequest): BufferDesc | undefined => {
+  for (const b of desc.buffers)
+    if (req.targetOffset >= b.addr && req.targetOffset + req.length <= b.addr + b.length) return b
+  return undefined
+}
+
 /** The transfer operations of the engine facade. */
 export interface TransfersShape {
   readonly allocateBatch: Effect.Effect<number>
@@ -157,13 +164,23 @@ export const make = (
     let nextBatch = 1
     const progressLock = yield* Effect.makeSemaphore(1)
 
-    /** TENT `resolveTransport`'s candidates: the buffer's transports that this engine can use towards `desc`. */
-    const candidatesOf = (desc: SegmentDesc, buf: BufferDesc): Array<TransportKind> =>
-      bufferTransports(buf).filter((t) =>
-        t === "rdma"
-          ? carriers.rdma !== undefined && desc.devices.length > 0
-          : carriers.tcp !== undefined && desc.rpc_server_addr !== ""
-      )
+    /**
+     * TENT `resolveTransport`'s candidates: the buffer's transports that this engine can use towards `desc`. Worked
+     * out once per buffer of a descriptor (a new descriptor brings new buffer objects), not per request.
+     */
+    const candidates = new WeakMap<BufferDesc, ReadonlyArray<TransportKind>>()
+    const candidatesOf = (desc: SegmentDesc, buf: BufferDesc): ReadonlyArray<TransportKind> => {
+      let c = candidates.get(buf)
+      if (c === undefined) {
+        c = bufferTransports(buf).filter((t) =>
+          t === "rdma"
+            ? carriers.rdma !== undefined && desc.devices.length > 0
+            : carriers.tcp !== undefined && desc.rpc_server_addr !== ""
+        )
+        candidates.set(buf, c)
+      }
+      return c
+    }
 
     /** The task's slices on its current transport (TENT `submitTransferTasks`), or why it cannot be carried by it. */
     const slicesOf = (task: Task): (() => void) | string => {
@@ -218,19 +235,20 @@ export const make = (
         let name = ""
         let desc: SegmentDesc | undefined
         for (const req of requests) {
-          const inside = (d: SegmentDesc) =>
-            d.buffers.find((b) => req.targetOffset >= b.addr && req.targetOffset + req.length <= b.addr + b.length)
           if (desc === undefined || req.target !== lastTarget) {
             name = yield* deps.segmentOf(req.target)
             desc = yield* cache.get(name)
             lastTarget = req.target
           }
-          if (inside(desc) === undefined) desc = yield* Effect.zipRight(cache.invalidate(name), cache.get(name))
+          let buf = bufferHolding(desc, req)
+          if (buf === undefined) {
+            desc = yield* Effect.zipRight(cache.invalidate(name), cache.get(name))
+            buf = bufferHolding(desc, req)
+          }
           targets.add(name)
           if (!Number.isInteger(req.length) || req.length <= 0) {
             return yield* new InvalidRequest({ message: `length must be a positive integer, got ${req.length}` })
           }
-          const buf = inside(desc)
           if (buf === undefined) {
             return yield* new InvalidRequest({
               message: `target [${req.targetOffset}, +${req.length}) is not in a buffer of segment ${name}`

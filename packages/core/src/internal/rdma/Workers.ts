@@ -17,13 +17,14 @@
  * later is ignored.
  */
 import { RailHealth } from "@tent/health"
+import type { BufferDesc, SegmentDesc } from "@tent/rpc"
 import { type QueuePair, SendFlags, type SendWr, WcStatus, type WorkCompletion, WrOpcode } from "@tent/verbs"
 import { Effect, Queue, type Scope } from "effect"
 import { EngineConfig } from "../../EngineConfig.js"
 import { RdmaTransferFailed, TransferTimeout } from "../../Errors.js"
 import * as Metrics from "../../Metrics.js"
 import { PeerHealthPolicy } from "../../PeerHealth.js"
-import { LocalSegment } from "../LocalSegment.js"
+import { LocalSegment, type Region } from "../LocalSegment.js"
 import type { SliceTransport, Task, TaskBoard } from "../Tasks.js"
 import { nicPath } from "./NicPath.js"
 import type { RdmaDevice } from "./RdmaContext.js"
@@ -32,6 +33,8 @@ import type { RdmaTransportShape } from "./RdmaTransport.js"
 
 /** The peer side of a task's RDMA slices, shared by them. */
 interface Peer {
+  /** The descriptor it was built from. */
+  readonly desc: SegmentDesc
   readonly server: string
   readonly address: string
   readonly remoteNics: ReadonlyArray<string>
@@ -40,6 +43,8 @@ interface Peer {
   /** Endpoint-store key per remote device: `server@nic`. */
   readonly epKeys: ReadonlyArray<string>
   readonly rkeys: ReadonlyArray<number>
+  /** The optimal pair of a slice started on local device `l`: `[l, l % remoteNics.length]`, one tuple per device. */
+  readonly optimal: ReadonlyArray<readonly [number, number]>
 }
 
 interface Slice {
@@ -360,6 +365,37 @@ export const make = (
       )
     )
 
+    // What every slice to one target buffer (or from one local region) shares, built once per descriptor (a new
+    // descriptor brings new buffer objects) and region rather than per request: its keys are strings the slice path
+    // looks up on every post and completion.
+    const peers = new WeakMap<BufferDesc, Peer>()
+    const peerOf = (desc: SegmentDesc, buf: BufferDesc): Peer => {
+      const known = peers.get(buf)
+      if (known !== undefined && known.desc === desc) return known
+      const remoteNics = desc.devices.map((d) => d.name)
+      const peer: Peer = {
+        desc,
+        server: desc.name,
+        address: desc.rpc_server_addr,
+        remoteNics,
+        railKeys: remoteNics.map((n) => `${desc.name}/${n}`),
+        epKeys: remoteNics.map((n) => nicPath(desc.name, n)),
+        rkeys: buf.rkey,
+        optimal: devices.map((_, l) => [l, l % remoteNics.length] as const)
+      }
+      peers.set(buf, peer)
+      return peer
+    }
+    const lkeysByRegion = new WeakMap<Region, ReadonlyArray<number>>()
+    const lkeysOf = (region: Region): ReadonlyArray<number> => {
+      let lkeys = lkeysByRegion.get(region)
+      if (lkeys === undefined) {
+        lkeys = region.mrs.map((m) => m.lkey)
+        lkeysByRegion.set(region, lkeys)
+      }
+      return lkeys
+    }
+
     /** The task's RDMA slices, or why they cannot be made. */
     const submit = (task: Task, lengths: ReadonlyArray<number>): (() => void) | string => {
       const { req, desc, buf } = task.plan
@@ -367,16 +403,9 @@ export const make = (
       if (local === undefined || local.region.mrs.length === 0) {
         return `source [${req.source}, +${req.length}) is not registered`
       }
-      const lkeys = local.region.mrs.map((m) => m.lkey)
-      const remoteNics = desc.devices.map((d) => d.name)
-      const peer: Peer = {
-        server: desc.name,
-        address: desc.rpc_server_addr,
-        remoteNics,
-        railKeys: remoteNics.map((n) => `${desc.name}/${n}`),
-        epKeys: remoteNics.map((n) => nicPath(desc.name, n)),
-        rkeys: buf.rkey
-      }
+      const lkeys = lkeysOf(local.region)
+      const peer = peerOf(desc, buf)
+      const nics = peer.remoteNics.length
       const slices: Array<Slice> = []
       let off = 0
       for (const len of lengths) {
@@ -391,13 +420,13 @@ export const make = (
           length: len,
           lkeys,
           peer,
-          optimal: [l, l % remoteNics.length],
+          optimal: peer.optimal[l] as readonly [number, number],
           retries: 0,
           lastFallback: -1,
           ep: undefined,
           lane: 0,
           local: l,
-          remote: l % remoteNics.length,
+          remote: l % nics,
           postedAt: 0
         })
         off += len
