@@ -64,7 +64,7 @@ export interface SoftVerbsOptions {
   /**
    * Bytes of datagrams read (all devices of the process together) after which a device runs a young-generation GC
    * itself, so that dead datagrams are swept before V8 counts them as external memory pressure and starts full GCs
-   * (see `soft/Scavenge.ts`). Process-wide. Default 16 MiB; 0 leaves V8 to itself.
+   * (see `soft/Scavenge.ts`). Process-wide. Default 4 MiB; 0 leaves V8 to itself.
    */
   readonly scavengeEveryBytes?: number
 }

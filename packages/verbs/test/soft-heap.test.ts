@@ -47,16 +47,16 @@ describe("SoftVerbs and the heaps under its datagram path (C heap's top kept, sc
   )
 
   it.scopedLive(
-    "a young-generation GC after every scavengeEveryBytes of datagrams read (16 MiB by default), none with 0",
+    "a young-generation GC after every scavengeEveryBytes of datagrams read (4 MiB by default), none with 0",
     () =>
       Effect.gen(function* () {
         const byDefault = yield* scavengesIn("default")
-        expect(byDefault.heap.scavenge).toEqual({ _tag: "Paced", everyBytes: 16 * MiB })
-        expect(byDefault.heap.scavenges).toBe(2)
-        expect(byDefault.forcedMinorGcs).toBe(2)
-        const often = yield* scavengesIn(String(4 * MiB))
-        expect(often.heap.scavenges).toBe(8)
-        expect(often.forcedMinorGcs).toBe(8)
+        expect(byDefault.heap.scavenge).toEqual({ _tag: "Paced", everyBytes: 4 * MiB })
+        expect(byDefault.heap.scavenges).toBe(8)
+        expect(byDefault.forcedMinorGcs).toBe(8)
+        const seldom = yield* scavengesIn(String(16 * MiB))
+        expect(seldom.heap.scavenges).toBe(2)
+        expect(seldom.forcedMinorGcs).toBe(2)
         // Off: V8 alone forces none (its own scavenges are not "forced").
         const off = yield* scavengesIn("0")
         expect(off.heap.scavenge._tag).toBe("Off")

@@ -10,8 +10,15 @@
  * them, the rate falling from ~400 to 190–300 MB/s; the raw floor's fresh processes rarely met it.
  *
  * So a device runs a young-generation GC itself after every `scavengeEveryBytes` of datagrams read (process-wide, all
- * devices together): the dead datagrams are found and swept long before the count nears the line. A scavenge of a new
- * space of dead datagrams takes well under a millisecond; at the default (16 MiB) that is < 0.1 ms per MiB received.
+ * devices together): the dead datagrams are found and swept long before the count nears the line.
+ *
+ * The default was 16 MiB, and that was still too much in one process out of four: V8 also counts the external memory
+ * allocated since the last full GC against the old generation's allocation limit, and starts incremental marking once
+ * what is left under it is no more than the new space's capacity. A heap that V8 sized tightly (the limit ~8 MiB
+ * above the live old generation, plus the new space) has no room for 16 MiB of young datagrams: measured in the engine
+ * bench's receiving process (~115 MiB of registered memory and notify slots live, ~34 MiB of heap), a full GC after
+ * nearly every paced scavenge, ~75 ms apart, with 1.9–2.4 ms of helper-thread CPU per MiB and the rate at 240–270
+ * MB/s in 4 runs of 16; at 4 MiB, none in 12. A paced scavenge then takes 0.5–3 ms (~0.2 ms per MiB received).
  * The `gc` function comes from `--expose-gc`, set at run time and read from a fresh `vm` context, so the application's
  * global `gc` is not touched.
  *
@@ -20,8 +27,8 @@
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 
-/** The default: half of what V8 itself lets young `ArrayBuffer`s reach before it scavenges. */
-export const DEFAULT_SCAVENGE_EVERY_BYTES = 16 * 1024 * 1024
+/** The default: well under the ~8 MiB V8 may leave between the old generation and its limit (see above). */
+export const DEFAULT_SCAVENGE_EVERY_BYTES = 4 * 1024 * 1024
 
 /** What `paceScavenges` set up. */
 export type ScavengePacing =
