@@ -160,6 +160,17 @@ const cpuPerMiB = (pids: readonly [number | undefined, number | undefined]) => {
   }
 }
 
+/** A SoftVerbs device's counters, as `SoftDevice.counters` holds them (the engine peer's `stats` sends them as JSON). */
+type WireCounters = Readonly<Record<string, number>>
+
+/** What the wire did between two readings of devices' counters, summed over the devices: the counters that moved. */
+const wireDelta = (before: ReadonlyArray<WireCounters>, after: ReadonlyArray<WireCounters>): string => {
+  const sum = (list: ReadonlyArray<WireCounters>, k: string) => list.reduce((a, c) => a + (c[k] ?? 0), 0)
+  const keys = ["retransmits", "seqNaksSent", "rnrNaksSent", "rnrRetries", "duplicates", "sendSlotsBusy", "sendErrors"]
+  const moved = keys.map((k) => [k, sum(after, k) - sum(before, k)] as const).filter(([, d]) => d !== 0)
+  return moved.length === 0 ? "none of retransmits, NAKs, duplicates" : moved.map(([k, d]) => `${k} ${d}`).join(", ")
+}
+
 /** The ping of the notification ping-pongs: a 4-byte name and a 56-byte message (68 bytes in TENT's encoding). */
 const ping: Notification = { name: new TextEncoder().encode("ping"), msg: new Uint8Array(56) }
 
@@ -537,6 +548,7 @@ const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: 
     const peer = yield* spawnChild<{ segment: string }>(here("../test/fixtures/engine-peer.ts"), ["{}"])
     const ctx = yield* Layer.build(engineLayer({}))
     const engine = ctx.unsafeMap.get(TransferEngine.TransferEngine.key) as TransferEngine.TransferEngineShape
+    const soft = Context.get(ctx, SoftVerbs.SoftVerbsControl)
     const arrivals = engine.notifications
     // Ping-pongs through the engine with another peer, `notify-echo-peer.ts`: first both sides on the fast consumer
     // (`subscribe`), then both on the `notifications` stream; the same untimed warm-up rounds before each.
@@ -663,11 +675,22 @@ const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: 
       })
     yield* writes((warmMb << 4) / WRITE_BATCH)
     const batches = (writeMb << 4) / WRITE_BATCH
+    const wire = () =>
+      Effect.map(
+        Effect.promise(() => peer.request<{ devices: ReadonlyArray<WireCounters> }>({ cmd: "stats" })),
+        (r) => ({ sender: soft.devices.map((d) => ({ ...d.counters })), receiver: r.devices })
+      )
+    const wire0 = yield* wire()
     const cpu = cpuPerMiB([process.pid, peer.process.pid])
     const w0 = performance.now()
     yield* writes(batches)
     const writeMbps = (batches * WRITE_BATCH * 65536) / (1 << 20) / ((performance.now() - w0) / 1000)
-    log(`engine WRITE ${writeMbps.toFixed(1)} MB/s; ${cpu(writeMb)}`)
+    const cpuLine = cpu(writeMb)
+    const wire1 = yield* wire()
+    log(
+      `engine WRITE ${writeMbps.toFixed(1)} MB/s; ${cpuLine}; wire: sender ${wireDelta(wire0.sender, wire1.sender)}, ` +
+        `receiver ${wireDelta(wire0.receiver, wire1.receiver)}`
+    )
     return { oneWayUs, oneWayStreamUs, burstMs, writeMbps }
   })
 
