@@ -125,10 +125,25 @@ export interface TransferEngineShape {
    * drops reaches none of them. Keep the handler short and do not mutate the notification (every subscriber and the
    * queue share it). A handler that throws is caught, logged (a warning) and counted (`Diagnostics` counters
    * `delivery.handlerErrors`); the other subscribers and the next notifications are unaffected. No Effect runs per
-   * notification on this path. The queues fill as before whether or not anyone subscribes: a program that only
-   * subscribes should still drain them now and then (`receiveNotifications`), or their memory grows.
+   * notification on this path. The queues fill as before whether or not anyone subscribes, unless a subscriber
+   * consumes (`{ consume: true }`): while such a subscription lasts, the notifications admitted are handed to every
+   * subscriber and not queued, so `notifications` and `receiveNotifications` do not see them. A program that only
+   * subscribes without `consume` must still drain the queues now and then (`receiveNotifications`), or their memory
+   * grows.
    */
-  readonly subscribe: (handler: (n: Notification) => void) => Effect.Effect<void, never, Scope.Scope>
+  readonly subscribe: (
+    handler: (n: Notification) => void,
+    options?: SubscribeOptions
+  ) => Effect.Effect<void, never, Scope.Scope>
+}
+
+/** How a subscriber takes notifications (`TransferEngineShape.subscribe`). */
+export interface SubscribeOptions {
+  /**
+   * The subscriber takes what it is handed: while the subscription lasts, admitted notifications are not queued for
+   * `notifications` / `receiveNotifications` (default false: they are, as well).
+   */
+  readonly consume?: boolean | undefined
 }
 
 /** The transfer engine. */
@@ -306,10 +321,10 @@ export const make = Effect.gen(function* () {
       Effect.flatMap(segmentOf(segment), (name) => TcpTransport.atPeer(cache, name, (address) => agent.probe(address))),
     receiveNotifications: Effect.sync(drain),
     notifications,
-    subscribe: (handler) =>
+    subscribe: (handler, options) =>
       Effect.asVoid(
         Effect.acquireRelease(
-          Effect.sync(() => delivery.subscribe(handler)),
+          Effect.sync(() => delivery.subscribe(handler, options?.consume === true)),
           (unsubscribe) => Effect.sync(unsubscribe)
         )
       )

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { makeNotification, type Notification, notificationText } from "@tent/rpc"
-import { Context, Effect, Exit, Fiber, Layer, Logger, LogLevel, Scope, Stream } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, Scope, Stream } from "effect"
 import { Dedup, Diagnostics, Series, TransferEngine } from "../src/index.js"
 import * as Delivery from "../src/internal/Delivery.js"
 import { check, engineLayer, payload } from "./fixtures/engine.js"
@@ -71,6 +71,50 @@ describe("TransferEngine.subscribe: the fast consumer", () => {
     expect(got).toEqual(["a"])
     expect(delivery.drain(["tcp"]).map(name)).toEqual(["a", "b"])
   })
+
+  it("a consuming subscriber takes what it is handed: nothing is queued while it lasts, every subscriber still gets it", () => {
+    const delivery = new Delivery.Delivery(Dedup.legacy)
+    const taken: Array<string> = []
+    const beside: Array<string> = []
+    delivery.subscribe((n) => beside.push(name(n)))
+    const stop = delivery.subscribe((n) => taken.push(name(n)), true)
+    const seen = delivery.signal.current
+    delivery.fromNotify("rpc#1", makeNotification("a", "x"))
+    delivery.deliver("rdma", "peer", makeNotification("b", "x"))
+    expect(taken).toEqual(["a", "b"])
+    expect(beside).toEqual(["a", "b"])
+    expect(delivery.drain(["rdma", "tcp"])).toEqual([])
+    expect(delivery.signal.current).toBe(seen) // the stream's consumers are not woken for what was not queued
+    stop()
+    stop() // a second unsubscribe changes nothing
+    delivery.fromNotify("rpc#1", makeNotification("c", "x"))
+    expect(taken).toEqual(["a", "b"])
+    expect(beside).toEqual(["a", "b", "c"])
+    expect(delivery.drain(["rdma", "tcp"]).map(name)).toEqual(["c"])
+  })
+
+  it.scopedLive("subscribe with consume: every notification once to the handler, none left in the queues", () =>
+    Effect.gen(function* () {
+      const rx = yield* engine(rdmaOnly)
+      const tx = yield* engine(rdmaOnly)
+      const got: Array<Notification> = []
+      yield* rx.engine.subscribe((n) => got.push(n), { consume: true })
+      const streamed = yield* rx.engine.notifications.pipe(
+        Stream.take(1),
+        Stream.runCollect,
+        Effect.timeout("1 second"),
+        Effect.option,
+        Effect.fork
+      )
+      const total = 300
+      yield* sendAll(tx.engine, rx.engine, "c", 0, total)
+      expect(yield* until(() => got.length >= total)).toBe(true)
+      yield* settle
+      expect(check("c", got)).toEqual(clean(total))
+      expect(yield* rx.engine.receiveNotifications).toEqual([])
+      expect(yield* Fiber.join(streamed)).toEqual(Option.none()) // the stream saw none of them
+    })
+  )
 
   it("a subscriber unsubscribed by another during a pass is not called in that pass", () => {
     const delivery = new Delivery.Delivery(Dedup.legacy)

@@ -112,6 +112,7 @@ export type Handler = (n: Notification) => void
 /** One subscription; `active` turns false when it ends, so a pass already iterating the old list skips it. */
 interface Subscription {
   readonly handler: Handler
+  readonly consume: boolean
   active: boolean
 }
 
@@ -131,6 +132,8 @@ export class Delivery {
   readonly counters: DeliveryCounters = { handlerErrors: 0 }
   /** Replaced, never mutated, on (un)subscribe: a handler may (un)subscribe while a notification is being handed out. */
   private subscriptions: ReadonlyArray<Subscription> = []
+  /** Active subscriptions that consume: while there is one, an admitted notification is not queued. */
+  private consumers = 0
 
   /** `onHandlerError` reports a handler's throw (the engine logs it); it must not throw itself. */
   constructor(
@@ -140,13 +143,17 @@ export class Delivery {
 
   /**
    * Calls `handler` with every notification admitted from now on, before it is queued, in subscription order; returns
-   * the unsubscribe (after it returns, `handler` is not called again, even by a pass already under way).
+   * the unsubscribe (after it returns, `handler` is not called again, even by a pass already under way). With
+   * `consume`, the notifications admitted while the subscription lasts are not queued at all (the handler took them).
    */
-  subscribe(handler: Handler): () => void {
-    const sub: Subscription = { handler, active: true }
+  subscribe(handler: Handler, consume = false): () => void {
+    const sub: Subscription = { handler, consume, active: true }
     this.subscriptions = [...this.subscriptions, sub]
+    if (consume) this.consumers++
     return () => {
+      if (!sub.active) return
       sub.active = false
+      if (consume) this.consumers--
       this.subscriptions = this.subscriptions.filter((x) => x !== sub)
     }
   }
@@ -180,8 +187,7 @@ export class Delivery {
   deliver(via: QueueKind, sender: string, n: Notification, stamp?: Stamp | undefined): boolean {
     if (!this.dedup.admit(sender, stamp)) return false
     if (this.subscriptions.length > 0) this.dispatch(n)
-    this.queues[via].push(n)
-    this.signal.notify()
+    this.queue(via, n)
     return true
   }
 
@@ -202,9 +208,15 @@ export class Delivery {
       msg: new Uint8Array(buf.subarray(frame.msgStart, frame.msgEnd))
     }
     if (this.subscriptions.length > 0) this.dispatch(n)
+    this.queue(via, n)
+    return true
+  }
+
+  /** Queues `n` and wakes the stream's consumers, unless a consuming subscriber took it. */
+  private queue(via: QueueKind, n: Notification): void {
+    if (this.consumers > 0) return
     this.queues[via].push(n)
     this.signal.notify()
-    return true
   }
 
   /** Takes what the queues `order` hold, in that order. */
