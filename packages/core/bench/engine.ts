@@ -10,7 +10,8 @@
  *   consumer (`subscribe`: its handler sends the echo with `trySendNotification`, the synchronous fast path, falling
  *   back to `sendNotification` with `Runtime.runSync`) → back → this engine's `subscribe` handler, which sends the
  *   next ping the same way (floor: a raw 64-byte SEND echo between the same two kinds of
- *   process); both after the same number of untimed warm-up rounds. The peer is `notify-echo-peer.ts`.
+ *   process); both after the same number of untimed warm-up rounds ({@link WARM_CYCLES} cycles of them for the engine,
+ *   alternating with the stream's, as many in one go for the floor). The peer is `notify-echo-peer.ts`.
  * - `notify_one_way_us_stream`: the same ping-pong with the `notifications` stream as the consumer on both sides (each
  *   send made from the stream's consumer of the previous arrival), against the same peer switched to its stream echo;
  *   the same floor and the same warm-up rounds. After both warm-ups, the timed rounds of the two run in blocks of half
@@ -253,6 +254,16 @@ const BURST = 2000
 /** Bytes of {@link ping} in TENT's encoding (what a legacy engine's notify SEND carries): the burst floor's SEND. */
 const PING_BYTES = NotifyWire.HEADER_BYTES + ping.name.length + ping.msg.length
 
+/**
+ * Cycles of the one-way ping-pongs' untimed warm-up: `warmup` rounds of the fast consumer, then of the stream, this many
+ * times; the raw floor's warm-up is as many rounds (`WARM_CYCLES × warmup`). V8 reaches the stream path's steady state
+ * only after both consumers' code has run alternately for a while. Measured in a scratch loop (blocks of 500 timed
+ * rounds of each, in the bench's order): after one cycle of 3000 the stream's one way was 52–72 µs in the first three
+ * blocks and 34 µs from the fourth; after two cycles, 46–51 µs in the first block and 33–34 µs from the second; the
+ * fast consumer 23–26 µs from the first block in both.
+ */
+const WARM_CYCLES = 4
+
 /** WRITEs per batch of `write_64k_mb_per_s`, and batches in flight (the engine's loop keeps two): both arms' depth. */
 const WRITE_BATCH = 16
 const WRITE_BATCHES_IN_FLIGHT = 2
@@ -364,7 +375,7 @@ const floors = (rounds: number, warmup: number, warmMb: number, writeMb: number,
           if (!finished) cq.setNotify(null)
         })
       }).pipe(Effect.timeoutFail({ duration: PHASE_TIMEOUT, onTimeout: () => new Error(`floor ${what} timed out`) }))
-    // One-way: ping-pong, `warmup` untimed rounds first (as the engine's).
+    // One-way: ping-pong, `warmup` untimed rounds first (as many as each of the engine's consumers gets).
     const rtts: Array<number> = []
     let t0 = 0
     let pings = 0
@@ -560,8 +571,9 @@ const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: 
         )
         if (r.ok !== true) return yield* Effect.fail(new Error(`echo peer (${mode}): ${JSON.stringify(r)}`))
       })
-    // Each consumer's untimed warm-up, then the timed rounds in blocks (subscribe, stream, stream, subscribe), half the
-    // rounds each, so neither consumer always meets the warmer (or the more loaded) machine.
+    // Each consumer's untimed warm-up (WARM_CYCLES cycles of `warmup` rounds each, alternating), then the timed rounds
+    // in blocks (subscribe, stream, stream, subscribe), half the rounds each, so neither consumer always meets the
+    // warmer (or the more loaded) machine.
     const pingPongWith = (mode: "subscribe" | "stream", total: number) =>
       Effect.zipRight(
         echoMode(mode),
@@ -571,8 +583,10 @@ const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: 
               Effect.timeoutFail({ duration: PHASE_TIMEOUT, onTimeout: () => new Error("stream ping-pong timed out") })
             )
       )
-    yield* pingPongWith("subscribe", warmup)
-    yield* pingPongWith("stream", warmup)
+    for (let c = 0; c < WARM_CYCLES; c++) {
+      yield* pingPongWith("subscribe", warmup)
+      yield* pingPongWith("stream", warmup)
+    }
     const timed = { subscribe: [] as Array<number>, stream: [] as Array<number> }
     for (const mode of ["subscribe", "stream", "stream", "subscribe"] as const) {
       timed[mode].push(...(yield* pingPongWith(mode, rounds / 2)))
@@ -582,9 +596,10 @@ const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: 
     const echoStats = yield* Effect.promise(() =>
       echoPeer.request<{ echoed: number; failed: number; lastError?: string }>({ cmd: "stats" })
     )
-    if (echoStats.echoed !== 2 * (warmup + rounds) || echoStats.failed !== 0) {
+    const echoes = 2 * (WARM_CYCLES * warmup + rounds)
+    if (echoStats.echoed !== echoes || echoStats.failed !== 0) {
       return yield* Effect.fail(
-        new Error(`echo peer: ${JSON.stringify(echoStats)}, ${2 * (warmup + rounds)} echoes expected, none failed`)
+        new Error(`echo peer: ${JSON.stringify(echoStats)}, ${echoes} echoes expected, none failed`)
       )
     }
     log(`engine notify one-way ${oneWayUs.toFixed(1)} µs (subscribe), ${oneWayStreamUs.toFixed(1)} µs (stream)`)
@@ -1252,7 +1267,7 @@ export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchRes
   // The raw floors right before and right after the engine's figures, averaged: neither side always meets the
   // warmer (or the more loaded) machine.
   const floorSet = async (when: string) => {
-    const f = await Effect.runPromise(Effect.scoped(floors(rounds, warmup, warmMb, writeMb, sendCount)))
+    const f = await Effect.runPromise(Effect.scoped(floors(rounds, WARM_CYCLES * warmup, warmMb, writeMb, sendCount)))
     options.log(
       `floor ${when}: SEND one-way ${f.oneWayUs.toFixed(1)} µs, burst p50 ${f.burstMs.toFixed(2)} ms, WRITE ${f.writeMbps.toFixed(1)} MB/s (${f.writeCpu}), ` +
         `${STAMPED_PING_BYTES}-byte SENDs ${(f.sendMsgsPerS / 1000).toFixed(1)} k/s`
