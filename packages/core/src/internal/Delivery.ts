@@ -132,8 +132,8 @@ export class Delivery {
   readonly counters: DeliveryCounters = { handlerErrors: 0 }
   /** Replaced, never mutated, on (un)subscribe: a handler may (un)subscribe while a notification is being handed out. */
   private subscriptions: ReadonlyArray<Subscription> = []
-  /** Active subscriptions that consume: while there is one, an admitted notification is not queued. */
-  private consumers = 0
+  /** Whether one of `subscriptions` consumes (then an admitted notification is not queued); set with the list. */
+  private consumed = false
 
   /** `onHandlerError` reports a handler's throw (the engine logs it); it must not throw itself. */
   constructor(
@@ -148,14 +148,16 @@ export class Delivery {
    */
   subscribe(handler: Handler, consume = false): () => void {
     const sub: Subscription = { handler, consume, active: true }
-    this.subscriptions = [...this.subscriptions, sub]
-    if (consume) this.consumers++
+    this.setSubscriptions([...this.subscriptions, sub])
     return () => {
-      if (!sub.active) return
       sub.active = false
-      if (consume) this.consumers--
-      this.subscriptions = this.subscriptions.filter((x) => x !== sub)
+      this.setSubscriptions(this.subscriptions.filter((x) => x !== sub))
     }
+  }
+
+  private setSubscriptions(list: ReadonlyArray<Subscription>): void {
+    this.subscriptions = list
+    this.consumed = list.some((s) => s.consume)
   }
 
   /** How many subscribers there are. */
@@ -214,7 +216,7 @@ export class Delivery {
 
   /** Queues `n` and wakes the stream's consumers, unless a consuming subscriber took it. */
   private queue(via: QueueKind, n: Notification): void {
-    if (this.consumers > 0) return
+    if (this.consumed) return
     this.queues[via].push(n)
     this.signal.notify()
   }
