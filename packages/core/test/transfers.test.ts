@@ -65,6 +65,41 @@ describe("transfers (two processes)", () => {
   )
 
   it.live(
+    "a region the peer registers later is reached through its refetched descriptor, with that region's rkeys",
+    () =>
+      withEngines(
+        (engine, peer) =>
+          Effect.gen(function* () {
+            const local = Buffer.alloc(MiB)
+            for (let i = 0; i < local.length; i++) local[i] = (i * 11 + 3) & 0xff
+            const mem = yield* engine.registerSegment(local)
+            const write = (targetOffset: number, length: number) =>
+              Effect.gen(function* () {
+                const target = yield* engine.openSegment(peer.ready.segment)
+                const batch = yield* engine.allocateBatch
+                yield* engine.submitTransfer(batch, [
+                  { opcode: "WRITE", source: mem.addr, target, targetOffset, length }
+                ])
+                return yield* engine.waitTransfer(batch, 30_000)
+              })
+            const first = yield* request<{ addr: number }>(peer, { cmd: "register", size: MiB })
+            expect((yield* write(first.addr, 256 * 1024)).status).toBe("COMPLETED")
+            // The descriptor cached by that WRITE does not hold the second region: the engine drops it, fetches the
+            // new one, and the slices to the second region carry its own rkeys (the peer's digest reads that region).
+            const second = yield* request<{ addr: number }>(peer, { cmd: "register", size: 2 * MiB })
+            expect(second.addr).not.toBe(first.addr)
+            const status = yield* write(second.addr + 4096, 768 * 1024)
+            expect(status).toMatchObject({ status: "COMPLETED", transferredBytes: 768 * 1024 })
+            const digest = yield* request<{ sha: string }>(peer, { cmd: "digest", offset: 4096, length: 768 * 1024 })
+            expect(digest.sha).toBe(sha(local.subarray(0, 768 * 1024)))
+          }),
+        // Over RDMA only: a slice sent with the first region's rkeys would fail, not be carried over TCP instead.
+        { max_failover_attempts: 0 }
+      ),
+    Pair.testTimeout()
+  )
+
+  it.live(
     "a rail whose port goes down is paused and its slices are rerouted",
     () =>
       withEngines((engine, peer, ctx) =>

@@ -33,8 +33,6 @@ import type { RdmaTransportShape } from "./RdmaTransport.js"
 
 /** The peer side of a task's RDMA slices, shared by them. */
 interface Peer {
-  /** The descriptor it was built from. */
-  readonly desc: SegmentDesc
   readonly server: string
   readonly address: string
   readonly remoteNics: ReadonlyArray<string>
@@ -365,16 +363,15 @@ export const make = (
       )
     )
 
-    // What every slice to one target buffer (or from one local region) shares, built once per descriptor (a new
-    // descriptor brings new buffer objects) and region rather than per request: its keys are strings the slice path
-    // looks up on every post and completion.
+    // What every slice to one target buffer (or from one local region) shares, built once per buffer and region rather
+    // than per request: its keys are strings the slice path looks up on every post and completion. A buffer object
+    // belongs to the one descriptor it was decoded or published with (a new descriptor brings new buffer objects).
     const peers = new WeakMap<BufferDesc, Peer>()
     const peerOf = (desc: SegmentDesc, buf: BufferDesc): Peer => {
       const known = peers.get(buf)
-      if (known !== undefined && known.desc === desc) return known
+      if (known !== undefined) return known
       const remoteNics = desc.devices.map((d) => d.name)
       const peer: Peer = {
-        desc,
         server: desc.name,
         address: desc.rpc_server_addr,
         remoteNics,
