@@ -161,15 +161,25 @@ const cpuPerMiB = (pids: readonly [number | undefined, number | undefined]) => {
   }
 }
 
-/** A SoftVerbs device's counters, as `SoftDevice.counters` holds them (the engine peer's `stats` sends them as JSON). */
-type WireCounters = Readonly<Record<string, number>>
+/** A SoftVerbs device's counters (`SoftVerbsControl.counters`; the engine peer's `stats` sends them as JSON). */
+type WireCounters = SoftVerbs.SoftCounters
+
+/** The counters of {@link wireDelta}: what a wire that needed repair, or a sender that ran short, leaves behind. */
+const WIRE_KEYS: ReadonlyArray<keyof WireCounters> = [
+  "retransmits",
+  "seqNaksSent",
+  "rnrNaksSent",
+  "rnrRetries",
+  "duplicates",
+  "sendSlotsBusy",
+  "sendErrors"
+]
 
 /** What the wire did between two readings of devices' counters, summed over the devices: the counters that moved. */
 const wireDelta = (before: ReadonlyArray<WireCounters>, after: ReadonlyArray<WireCounters>): string => {
-  const sum = (list: ReadonlyArray<WireCounters>, k: string) => list.reduce((a, c) => a + (c[k] ?? 0), 0)
-  const keys = ["retransmits", "seqNaksSent", "rnrNaksSent", "rnrRetries", "duplicates", "sendSlotsBusy", "sendErrors"]
-  const moved = keys.map((k) => [k, sum(after, k) - sum(before, k)] as const).filter(([, d]) => d !== 0)
-  return moved.length === 0 ? "none of retransmits, NAKs, duplicates" : moved.map(([k, d]) => `${k} ${d}`).join(", ")
+  const sum = (list: ReadonlyArray<WireCounters>, k: keyof WireCounters) => list.reduce((a, c) => a + c[k], 0)
+  const moved = WIRE_KEYS.map((k) => [k, sum(after, k) - sum(before, k)] as const).filter(([, d]) => d !== 0)
+  return moved.length === 0 ? `clean (no ${WIRE_KEYS.join(", ")})` : moved.map(([k, d]) => `${k} ${d}`).join(", ")
 }
 
 /** The ping of the notification ping-pongs: a 4-byte name and a 56-byte message (68 bytes in TENT's encoding). */
@@ -691,10 +701,13 @@ const engineFigures = (rounds: number, warmup: number, warmMb: number, writeMb: 
     yield* writes((warmMb << 4) / WRITE_BATCH)
     const batches = (writeMb << 4) / WRITE_BATCH
     const wire = () =>
-      Effect.map(
-        Effect.promise(() => peer.request<{ devices: ReadonlyArray<WireCounters> }>({ cmd: "stats" })),
-        (r) => ({ sender: soft.devices.map((d) => ({ ...d.counters })), receiver: r.devices })
-      )
+      Effect.all({
+        sender: Effect.forEach(soft.devices, (d) => soft.counters(d.name)),
+        receiver: Effect.map(
+          Effect.promise(() => peer.request<{ devices: ReadonlyArray<WireCounters> }>({ cmd: "stats" })),
+          (r) => r.devices
+        )
+      })
     const wire0 = yield* wire()
     const cpu = cpuPerMiB([process.pid, peer.process.pid])
     const w0 = performance.now()
