@@ -58,6 +58,13 @@ export const MAGIC = 0x434b434d
 /** `kCtrlFrameVersion`: the only version either side accepts. */
 export const VERSION = 1
 
+/**
+ * `CtrlFrameType::CTRL_ACK`: a header-only receipt (delivery receipts, `notify_proto` ≥ 2). This engine writes
+ * `session` = the acknowledged sender's session, `epoch` = the acknowledging engine's incarnation, `ack_seq` = the
+ * highest seq up to which every notification of that session was admitted (cumulative), payload 0 bytes.
+ */
+export const TYPE_CTRL_ACK = 9
+
 /** `CtrlFrameType::NOTIFY_COMPAT`: a notification, payload `[u32 name_len][name][u32 msg_len][msg]`. */
 export const TYPE_NOTIFY_COMPAT = 10
 
@@ -113,6 +120,17 @@ export class StampedRanges extends NotifyWire.DecodedRanges {
   stamped = false
   session = 0n
   seq = 0n
+  /** The receiver incarnation the frame is addressed to (0: any). */
+  epoch = 0n
+  /** The `NeedsAck` flag: the sender keeps it until a receipt covers it. */
+  needsAck = false
+}
+
+/** A decoded `CTRL_ACK`'s fields (see {@link TYPE_CTRL_ACK}). Reuse one object. */
+export class AckFields {
+  session = 0n
+  epoch = 0n
+  ackSeq = 0n
 }
 
 const OFF_VERSION = 4
@@ -138,11 +156,12 @@ const writeHeader = (
   epoch: bigint,
   seq: bigint,
   ackSeq: bigint,
-  payloadLen: number
+  payloadLen: number,
+  type: number = TYPE_NOTIFY_COMPAT
 ): void => {
   buf.writeUInt32LE(MAGIC, offset)
   buf[offset + OFF_VERSION] = VERSION
-  buf[offset + OFF_TYPE] = TYPE_NOTIFY_COMPAT
+  buf[offset + OFF_TYPE] = type
   buf.writeUInt16LE(flags, offset + OFF_FLAGS)
   buf.writeBigUInt64LE(session, offset + OFF_SESSION)
   buf.writeBigUInt64LE(epoch, offset + OFF_EPOCH)
@@ -180,12 +199,35 @@ export const encodeInto = (
   seq: bigint,
   name: Uint8Array,
   msg: Uint8Array,
-  max: number = NotifyWire.SLOT_BYTES
+  max: number = NotifyWire.SLOT_BYTES,
+  epoch = 0n,
+  flags = 0
 ): number => {
   const payloadLen = NotifyWire.encode(buf, offset + HEADER_BYTES, name, msg, max - HEADER_BYTES)
   if (payloadLen < 0) return -1
-  writeHeader(buf, offset, 0, session, 0n, seq, 0n, payloadLen)
+  writeHeader(buf, offset, flags, session, epoch, seq, 0n, payloadLen)
   return HEADER_BYTES + payloadLen
+}
+
+/** Writes a header-only `CTRL_ACK` (see {@link TYPE_CTRL_ACK}) at `offset`; returns its length, 44. */
+export const encodeAckInto = (buf: Buffer, offset: number, session: bigint, epoch: bigint, ackSeq: bigint): number => {
+  writeHeader(buf, offset, 0, session, epoch, 0n, ackSeq, 0, TYPE_CTRL_ACK)
+  return HEADER_BYTES
+}
+
+/**
+ * Whether `buf[offset, offset + len)` is a well-formed header-only `CTRL_ACK`; if so its fields are written to
+ * `out`. Checked by the C++ decoder's rules (magic, version, flags, payload length); anything else is not an ack.
+ */
+export const decodeAckInto = (buf: Buffer, offset: number, len: number, out: AckFields): boolean => {
+  if (len !== HEADER_BYTES || buf.readUInt32LE(offset) !== MAGIC) return false
+  if (buf[offset + OFF_VERSION] !== VERSION || buf[offset + OFF_TYPE] !== TYPE_CTRL_ACK) return false
+  if ((buf.readUInt16LE(offset + OFF_FLAGS) & ~FLAG_NEEDS_ACK) !== 0) return false
+  if (buf.readUInt32LE(offset + OFF_PAYLOAD_LEN) !== 0) return false
+  out.session = buf.readBigUInt64LE(offset + OFF_SESSION)
+  out.epoch = buf.readBigUInt64LE(offset + OFF_EPOCH)
+  out.ackSeq = buf.readBigUInt64LE(offset + OFF_ACK_SEQ)
+  return true
 }
 
 /** Whether `buf[offset, offset + len)` starts with {@link MAGIC} (`isCtrlFrameMagic`): a typed frame, not a raw one. */
@@ -227,6 +269,8 @@ export const decodeInto = (buf: Buffer, offset: number, len: number, out: Stampe
   out.stamped = true
   out.session = buf.readBigUInt64LE(offset + OFF_SESSION)
   out.seq = buf.readBigUInt64LE(offset + OFF_SEQ)
+  out.epoch = buf.readBigUInt64LE(offset + OFF_EPOCH)
+  out.needsAck = (buf.readUInt16LE(offset + OFF_FLAGS) & FLAG_NEEDS_ACK) !== 0
   return 0
 }
 

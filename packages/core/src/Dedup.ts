@@ -59,6 +59,8 @@ export interface DedupShape {
   readonly admit: (sender: string, stamp: Stamp | undefined, now?: number) => boolean
   /** The largest `name.length + msg.length` one frame carries. */
   readonly maxPayload: number
+  /** This engine's sender session, when it stamps (delivery receipts number their seqs within it). */
+  readonly session?: bigint | undefined
   /** What the dedup window counted (RFC PR 6); legacy: none. */
   readonly counters?: DedupCounters | undefined
 }
@@ -105,7 +107,19 @@ export const makeSeries = (options: SessionTableOptions = {}): DedupShape => {
     stamp: (peerProto) => (peerProto >= 1 ? { session, seq: ++next } : undefined),
     encode: (buf, offset, n, stamp, peerProto, max) =>
       stamp !== undefined && peerProto >= 1
-        ? CtrlFrame.encodeInto(buf, offset, stamp.session, stamp.seq, n.name, n.msg, max)
+        ? stamp.epoch === undefined
+          ? CtrlFrame.encodeInto(buf, offset, stamp.session, stamp.seq, n.name, n.msg, max)
+          : CtrlFrame.encodeInto(
+              buf,
+              offset,
+              stamp.session,
+              stamp.seq,
+              n.name,
+              n.msg,
+              max,
+              stamp.epoch,
+              CtrlFrame.FLAG_NEEDS_ACK
+            )
         : NotifyFrame.encode(buf, offset, n.name, n.msg, max),
     decode: (buf, offset, len, out) => {
       if (CtrlFrame.isCtrlFrame(buf, offset, len)) return CtrlFrame.decodeInto(buf, offset, len, out)
@@ -115,7 +129,8 @@ export const makeSeries = (options: SessionTableOptions = {}): DedupShape => {
     admit: (_sender, stamp, now) => table.admitStamp(stamp, now),
     // A slot holds a typed frame's header too; the smaller bound holds for raw and typed peers alike.
     maxPayload: CtrlFrame.MAX_PAYLOAD,
-    counters: table.counters
+    counters: table.counters,
+    session
   }
 }
 

@@ -11,6 +11,7 @@ import { Server } from "@tent/rpc"
 import { Context, Effect, Layer } from "effect"
 import { Dedup } from "./Dedup.js"
 import { type DeliveryCounters, EngineDelivery } from "./internal/Delivery.js"
+import { EngineReceipts, type ReceiptCounters } from "./internal/Ledger.js"
 import type { DedupCounters } from "./internal/ReplayWindow.js"
 import { RdmaTransport } from "./internal/rdma/RdmaTransport.js"
 import { TcpTransport } from "./internal/TcpTransport.js"
@@ -53,6 +54,7 @@ export interface Counters {
         readonly sendsCompleted: number
         readonly deferredPasses: number
         readonly closedInFlight: number
+        readonly rebuilt: number
       }
     | undefined
   readonly tcp?:
@@ -66,6 +68,8 @@ export interface Counters {
   readonly resend?: ResendCounters | undefined
   /** The delivery point's: `handlerErrors`, the calls of a `TransferEngine.subscribe` handler that threw. */
   readonly delivery?: Readonly<DeliveryCounters> | undefined
+  /** The delivery receipts' (accepted, receipted, undelivered by reason, acks, refusals); undefined when off. */
+  readonly receipts?: Readonly<ReceiptCounters> | undefined
 }
 
 /** Inspection and in-process fault injection. */
@@ -107,6 +111,7 @@ export const make = Effect.gen(function* () {
   const dedup = yield* Dedup
   const resend = yield* Resend
   const delivery = yield* EngineDelivery
+  const receipts = yield* EngineReceipts
   const all = () => (rdma?.devices ?? []).flatMap((d) => Array.from(d.store.active.values(), (ep) => ({ d, ep })))
   return {
     installed: { rdma: rdma !== undefined, tcp: tcp !== undefined },
@@ -116,7 +121,8 @@ export const make = Effect.gen(function* () {
       peerHealth: health.metrics,
       dedup: dedup.counters,
       resend: resend.counters,
-      delivery: delivery.counters
+      delivery: delivery.counters,
+      receipts: receipts.enabled ? receipts.counters : undefined
     },
     devices: Effect.sync(() => (rdma?.devices ?? []).map((d) => ({ name: d.name, enabled: d.enabled }))),
     endpoints: Effect.sync(() =>

@@ -176,6 +176,27 @@ export const engineKeys = {
     "RFC PR 6: a sender session idle this long (ms) is forgotten by the dedup window",
     positive
   ),
+  "notification/receipts": {
+    kind: "bool",
+    default: true,
+    description:
+      "delivery receipts (Series.fromConfig, with notification/proto 1): notify_proto 2, every accepted notification to a peer that offers receipts ends receipted or as an Undelivered event"
+  },
+  "notification/delivery_timeout_ms": int(
+    45_000,
+    "delivery receipts: a notification not receipted this long (ms) after sendNotification accepted it becomes Undelivered{Timeout}; above the notify QP's retry budget plus one control-plane timeout (30 s)",
+    { check: (n) => n >= 100, message: "must be at least 100" }
+  ),
+  "notification/receipt_resend_ms": int(
+    1000,
+    "delivery receipts: an accepted notification without a receipt this long (ms) is sent again over the control plane's Notify (with its first stamp)",
+    { check: (n) => n >= 10, message: "must be at least 10" }
+  ),
+  "notification/max_unreceipted": int(
+    65536,
+    "delivery receipts: notifications awaiting a receipt per peer; beyond it sendNotification fails (nothing accepted)",
+    positive
+  ),
   "peer_health/enable": {
     kind: "bool",
     default: true,
@@ -431,6 +452,8 @@ export interface SeriesSettings {
   readonly notifyProto: 0 | 1
   /** `peer_health/enable` (PR 4). */
   readonly peerHealth: boolean
+  /** `notification/receipts` (delivery receipts, past the RFC). */
+  readonly receipts: boolean
 }
 
 /** The dedup window's bounds (RFC PR 6), read by `Dedup.layer`. */
@@ -447,9 +470,27 @@ export const dedupConfig: Config.Config<DedupSettings> = Config.all({
   sessionTtlMs: read.int("notification/dedup_session_ttl_ms")
 })
 
+/** The delivery receipts' settings, read by `Receipts.layer`. */
+export interface ReceiptsSettings {
+  /** `notification/delivery_timeout_ms`. */
+  readonly deliveryTimeoutMs: number
+  /** `notification/receipt_resend_ms`. */
+  readonly resendAfterMs: number
+  /** `notification/max_unreceipted`. */
+  readonly maxUnreceipted: number
+}
+
+/** {@link ReceiptsSettings} read from the current `ConfigProvider`; a wrong value fails naming its key. */
+export const receiptsConfig: Config.Config<ReceiptsSettings> = Config.all({
+  deliveryTimeoutMs: read.int("notification/delivery_timeout_ms"),
+  resendAfterMs: read.int("notification/receipt_resend_ms"),
+  maxUnreceipted: read.int("notification/max_unreceipted")
+})
+
 /** {@link SeriesSettings} read from the current `ConfigProvider`; a wrong value fails naming its key. */
 export const seriesConfig: Config.Config<SeriesSettings> = Config.all({
   rpcFallback: read.bool("notification/rpc_fallback"),
   notifyProto: read.int("notification/proto") as Config.Config<0 | 1>,
-  peerHealth: read.bool("peer_health/enable")
+  peerHealth: read.bool("peer_health/enable"),
+  receipts: read.bool("notification/receipts")
 })

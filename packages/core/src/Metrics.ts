@@ -324,6 +324,45 @@ export const sliceRetry = sliceRetries.child()
 /** `tent_handler_errors_total`. */
 export const handlerError = handlerErrors.child()
 
+/** Accepted notifications that ended without a receipt (delivery receipts), by reason. */
+export const notificationsUndelivered = Rpc.counter(
+  "tent_notify_undelivered_total",
+  "accepted notifications that ended as an Undelivered event instead of a receipt, by reason (PeerRestarted, Timeout, NotResendable, Rejected, Unconfirmed)",
+  ["reason"],
+  { peer: true }
+)
+
+/** Time from acceptance to receipt. */
+export const receiptSeconds = Rpc.histogram(
+  "tent_notify_receipt_seconds",
+  "time from sendNotification accepting a notification to its receipt, seconds",
+  Rpc.latencyBoundaries,
+  []
+)
+
+/** Header-only `CTRL_ACK`s this engine sent (receipts of what it received). */
+export const acksSent = Rpc.counter(
+  "tent_notify_acks_sent_total",
+  "header-only CTRL_ACK frames sent on notify QPs (cumulative receipts of the notifications received)",
+  []
+)
+
+const undeliveredSeries = new Map<string, Series>()
+/** `tent_notify_undelivered_total{reason}`. */
+export const undelivered = (reason: string): Series => {
+  let series = undeliveredSeries.get(reason)
+  if (series === undefined) {
+    series = notificationsUndelivered.child(reason)
+    undeliveredSeries.set(reason, series)
+  }
+  return series
+}
+for (const reason of ["PeerRestarted", "Timeout", "NotResendable", "Rejected", "Unconfirmed"]) undelivered(reason)
+/** `tent_notify_receipt_seconds`. */
+export const receiptLatency = receiptSeconds.child()
+/** `tent_notify_acks_sent_total`. */
+export const ackSent = acksSent.child()
+
 /** This package's metrics. */
 export const catalog: ReadonlyArray<CatalogEntry> = [
   notificationsSent.entry,
@@ -345,7 +384,10 @@ export const catalog: ReadonlyArray<CatalogEntry> = [
   retirements.entry,
   transferBytes.entry,
   sliceRetries.entry,
-  handlerErrors.entry
+  handlerErrors.entry,
+  notificationsUndelivered.entry,
+  receiptSeconds.entry,
+  acksSent.entry
 ]
 
 /** Every metric of tent: core's, then `@tent/health`'s, then `@tent/rpc`'s. */

@@ -62,6 +62,11 @@ export interface ResendPaths {
   readonly viaTcp: (segment: string, n: Notification) => Effect.Effect<void, unknown>
   /** Sends with the control plane's `Notify` (always available). */
   readonly viaControlPlane: (segment: string, n: Notification) => Effect.Effect<void, unknown>
+  /**
+   * Tells the application about an entry the policy gave up (with delivery receipts on: an `Undelivered` event,
+   * `NotResendable` or `Unconfirmed`); absent or a no-op otherwise.
+   */
+  readonly giveUp?: (segment: string, p: PendingNotification, reason: "NotResendable" | "Unconfirmed") => void
 }
 
 /** What a resend policy did, as plain numbers (RFC PR 7). */
@@ -140,6 +145,7 @@ export const makeSeries = (rails: RailHealth.RailHealthShape): ResendShape => {
       if (stamp === undefined || p.peerProto < 1) {
         counters.notResendable++
         Metrics.resent.notResendable.update(1, channel.segment)
+        paths.giveUp?.(channel.segment, p, "NotResendable")
         return
       }
       let attempts = 0
@@ -168,6 +174,7 @@ export const makeSeries = (rails: RailHealth.RailHealthShape): ResendShape => {
       if (control.dead) {
         counters.failed++
         Metrics.resent.failed.update(1, channel.segment)
+        paths.giveUp?.(channel.segment, p, "Unconfirmed")
         return
       }
       const stamped = { ...p.notification, stamp }
@@ -181,6 +188,7 @@ export const makeSeries = (rails: RailHealth.RailHealthShape): ResendShape => {
         control.dead = true
         counters.failed++
         Metrics.resent.failed.update(1, channel.segment)
+        paths.giveUp?.(channel.segment, p, "Unconfirmed")
         return
       }
       const rpc = yield* Effect.either(paths.viaControlPlane(channel.segment, stamped))
@@ -192,6 +200,7 @@ export const makeSeries = (rails: RailHealth.RailHealthShape): ResendShape => {
       if (rpc.left instanceof TransportFailure) control.dead = true
       counters.failed++
       Metrics.resent.failed.update(1, channel.segment)
+      paths.giveUp?.(channel.segment, p, "Unconfirmed")
     })
   return {
     track: true,
@@ -203,9 +212,11 @@ export const makeSeries = (rails: RailHealth.RailHealthShape): ResendShape => {
         Metrics.resendChannel.update(1)
         const pairs = yield* Effect.orElseSucceed(paths.nicPairs(channel.segment), () => [])
         const control = { dead: false }
+        const failedBefore = counters.failed + counters.notResendable
         for (const p of channel.pending) yield* resendOne(channel, paths, pairs, p, control)
+        const gaveUp = counters.failed + counters.notResendable - failedBefore
         yield* Effect.logDebug(
-          `Resent the notifications pending on ${channel.localNic} -> ${channel.peerNicPath} (${channel.cause})`
+          `Resend of the ${channel.pending.length} notifications pending on ${channel.localNic} -> ${channel.peerNicPath} (${channel.cause}): ${channel.pending.length - gaveUp} resent, ${gaveUp} given up`
         )
       }).pipe(
         Effect.withSpan("tent.resend.walk", {

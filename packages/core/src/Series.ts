@@ -27,10 +27,12 @@ import * as NotificationRouting from "./NotificationRouting.js"
 import * as NotifyQpParams from "./NotifyQpParams.js"
 import * as PeerHealthSeam from "./PeerHealth.js"
 import * as QpRetirementSeam from "./QpRetirement.js"
+import * as ReceiptsSeam from "./Receipts.js"
 import * as ResendSeam from "./Resend.js"
 
-/** The services of the seven seams. */
+/** The services of the seven seams, and of the delivery receipts past the RFC. */
 export type Policies =
+  | ReceiptsSeam.Receipts
   | QpRetirementSeam.QpRetirement
   | NotifyQpParams.NotifyQpParams
   | NotificationRouting.NotificationRouting
@@ -77,8 +79,18 @@ export const Dedup: Layer.Layer<DedupSeam.Dedup, ConfigError> = DedupSeam.layer
  */
 export const Resend: Layer.Layer<ResendSeam.Resend, ConfigError> = ResendSeam.layer
 
+/**
+ * Past the RFC: delivery receipts (`notify_proto` 2). Every notification `sendNotification` accepted for a peer that
+ * offers them ends receipted or as an `Undelivered` event within `notification/delivery_timeout_ms`; a call never
+ * waits more than about a second on a fault; a disabled notify channel is rebuilt so traffic returns to RDMA. Needs
+ * PR 6's stamps (with `notification/proto` 0 it does nothing). Reads `notification/delivery_timeout_ms`,
+ * `receipt_resend_ms`, `max_unreceipted`.
+ */
+export const Receipts: Layer.Layer<ReceiptsSeam.Receipts, ConfigError> = ReceiptsSeam.layer
+
 /** TENT `main`: every seam's legacy Layer. */
 export const legacy: Layer.Layer<Policies> = Layer.mergeAll(
+  ReceiptsSeam.layerLegacy,
   QpRetirementSeam.layerLegacy,
   NotifyQpParams.layerLegacy,
   NotificationRouting.layerLegacy,
@@ -93,8 +105,10 @@ const compose = (o: {
   readonly rpcFallback: boolean
   readonly peerHealth: boolean
   readonly notifyProto: 0 | 1
+  readonly receipts: boolean
 }): Layer.Layer<Policies, ConfigError> =>
   Layer.mergeAll(
+    o.receipts && o.notifyProto === 1 ? Receipts : ReceiptsSeam.layerLegacy,
     QpRetirement,
     ParamsFromEndpoint,
     o.rpcFallback ? RpcFallback : NotificationRouting.layerLegacy,
@@ -106,17 +120,35 @@ const compose = (o: {
   )
 
 /**
- * The whole series: PRs 1-7's Layers. PR 4 reads `peer_health/*`, PR 6 `notification/dedup_*` and PR 7
- * `transports/rdma/rail_*` from the ambient config (defaults when absent).
+ * Everything built: PRs 1-7's Layers and the delivery receipts ({@link Receipts}). PR 4 reads `peer_health/*`, PR 6
+ * `notification/dedup_*`, PR 7 `transports/rdma/rail_*` and the receipts `notification/delivery_timeout_ms` (…) from
+ * the ambient config (defaults when absent).
  */
-export const all: Layer.Layer<Policies, ConfigError> = compose({ rpcFallback: true, peerHealth: true, notifyProto: 1 })
+export const all: Layer.Layer<Policies, ConfigError> = compose({
+  rpcFallback: true,
+  peerHealth: true,
+  notifyProto: 1,
+  receipts: true
+})
+
+/**
+ * The RFC's seven alone (PRs 1-7, receipts off): the RFC's own arm, to show what the series does without what goes
+ * past it.
+ */
+export const rfc: Layer.Layer<Policies, ConfigError> = compose({
+  rpcFallback: true,
+  peerHealth: true,
+  notifyProto: 1,
+  receipts: false
+})
 
 /**
  * The series selected by the RFC's keys from the ambient `ConfigProvider` (provide `EngineConfig.layerProvider`
  * under it, as `TransferEngine.layerSoft` does): PRs 1, 2 and 5 have no key and are always on;
  * `notification/rpc_fallback` (default true) selects PR 3 and `peer_health/enable` (default true) PR 4, false
  * restores the legacy twin; `notification/proto` (default 1) selects PRs 6 and 7, 0 their legacy twins (raw frames, no
- * stamp: exactly the old bytes; nothing to resend without a stamp). A wrong value fails at start naming the key.
+ * stamp: exactly the old bytes; nothing to resend without a stamp); `notification/receipts` (default true, with proto
+ * 1) the delivery receipts. A wrong value fails at start naming the key.
  */
 export const fromConfig: Layer.Layer<Policies, ConfigError> = Layer.unwrapEffect(
   Effect.map(EngineConfig.seriesConfig, compose)

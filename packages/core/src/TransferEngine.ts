@@ -17,15 +17,17 @@ import { RailHealth } from "@tent/health"
 import type { InvalidEntry, Notification, ServerError, TransportFailure } from "@tent/rpc"
 import { DescriptorCache, Registry, RpcAgent, RpcConfig, Server } from "@tent/rpc"
 import { AccessFlags, type MemoryRegion, type RdmaError, SoftVerbs, type Verbs } from "@tent/verbs"
-import { Channel, Chunk, Context, Effect, Layer, Queue, Scope, Stream } from "effect"
+import { Channel, Chunk, Context, Deferred, Effect, Exit, Layer, Queue, Scope, Stream } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import { Dedup } from "./Dedup.js"
 import * as Diagnostics from "./Diagnostics.js"
 import * as EngineConfig from "./EngineConfig.js"
-import { NotificationNotSupported, SegmentNotFound } from "./Errors.js"
+import { EndpointUnavailable, NotificationNotSupported, SegmentNotFound } from "./Errors.js"
 import * as Delivery from "./internal/Delivery.js"
 import * as Handlers from "./internal/Handlers.js"
+import * as Ledger from "./internal/Ledger.js"
 import * as LocalSegment from "./internal/LocalSegment.js"
+import * as ReceiptWorker from "./internal/ReceiptWorker.js"
 import * as Resender from "./internal/Resender.js"
 import * as RdmaTransport from "./internal/rdma/RdmaTransport.js"
 import * as SegmentPublisher from "./internal/SegmentPublisher.js"
@@ -35,6 +37,7 @@ import * as Transfers from "./internal/Transfers.js"
 import * as Metrics from "./Metrics.js"
 import { NotificationRouting, type NotifySender, type NotifySenders, type QueueKind } from "./NotificationRouting.js"
 import { PeerHealthPolicy } from "./PeerHealth.js"
+import { Undelivered } from "./Receipts.js"
 import type { RetiringChannel } from "./Resend.js"
 import * as Series from "./Series.js"
 
@@ -135,7 +138,30 @@ export interface TransferEngineShape {
     handler: (n: Notification) => void,
     options?: SubscribeOptions
   ) => Effect.Effect<void, never, Scope.Scope>
+  /**
+   * Delivery receipts (`Series.Receipts`): every accepted notification to a peer that offers receipts that ended
+   * without one — which (`segment`, `name`, `msg`, `stamp`) and why (`reason`) — from the moment the stream runs.
+   * Empty when receipts are off.
+   */
+  readonly undelivered: Stream.Stream<Undelivered>
+  /**
+   * Calls `handler` synchronously with every `Undelivered` from now on, until the scope closes (a throw is caught).
+   */
+  readonly onUndelivered: (handler: (u: Undelivered) => void) => Effect.Effect<void, never, Scope.Scope>
+  /**
+   * `sendNotification`, then waits for the outcome: succeeds when the peer receipted it, fails with `Undelivered`
+   * when it will not be (within `notification/delivery_timeout_ms`), or with `sendNotification`'s error when it was
+   * not accepted. To a peer that does not offer receipts it fails `Undelivered{reason: "Unconfirmed"}` once sent
+   * (sent, but nothing can confirm it). Pass a notification object of its own to each call.
+   */
+  readonly sendNotificationReceipted: (
+    segment: SegmentHandle | string,
+    notification: Notification
+  ) => Effect.Effect<void, ReceiptedError>
 }
+
+/** `sendNotificationReceipted`'s failures: not accepted (`sendNotification`'s), or accepted and not receipted. */
+export type ReceiptedError = SendNotificationError | Undelivered
 
 /** How a subscriber takes notifications (`TransferEngineShape.subscribe`). */
 export interface SubscribeOptions {
@@ -161,6 +187,7 @@ export const make = Effect.gen(function* () {
   const delivery = yield* Delivery.EngineDelivery
   const regions = yield* LocalSegment.LocalSegment
   const publisher = yield* SegmentPublisher.Publisher
+  const receipts = yield* Ledger.EngineReceipts
   const scope = yield* Effect.scope
 
   const access = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ
@@ -201,7 +228,11 @@ export const make = Effect.gen(function* () {
   // bytes. (The notify QP stamps in its slot.)
   const stamped = (segment: string, n: Notification): Notification => {
     if (n.stamp !== undefined) return n
-    const stamp = dedup.stamp(rdma?.peerProto(segment) ?? 0)
+    const proto = rdma?.peerProto(segment) ?? 0
+    // To a peer with receipts only the ledger stamps (its seqs are dense per destination); a copy that goes outside it
+    // is unstamped: delivered at most once, as it is never sent again.
+    if (receipts.capable(proto)) return n
+    const stamp = dedup.stamp(proto)
     return stamp === undefined ? n : { ...n, stamp }
   }
 
@@ -256,12 +287,36 @@ export const make = Effect.gen(function* () {
   // `tryPost`: the too-large failure (a stamp was drawn: the post is not made again), or its full path (nothing was
   // sent). Every other route is `sendVia`'s. A handle is resolved first.
   const rdmaSend = rdma?.sendNotification
+  // To a peer that offers receipts, a notification the notify QP cannot take at once is given up to ~1 s (the
+  // endpoint, a free slot), then accepted by the ledger, whose worker sends it over the control plane: the call never
+  // waits out a control-plane timeout, and the outcome arrives as a receipt or an `Undelivered`.
+  const acceptWithin = receipts.settings.acceptWithinMs
+  const toLedger = (name: string, n: Notification): Effect.Effect<void, SendNotificationError> =>
+    Effect.suspend(() =>
+      receipts.accept(name, n, false) === undefined
+        ? Effect.fail(
+            new EndpointUnavailable({
+              segment: name,
+              peerNicPath: "",
+              message: `notification/max_unreceipted notifications to ${name} await a receipt already: not accepted`
+            })
+          )
+        : Effect.void
+    )
+  const sendReceipted = (name: string, n: Notification, rc: number): Effect.Effect<void, SendNotificationError> =>
+    rdma === undefined || rc === RdmaTransport.TOO_LARGE
+      ? toLedger(name, n)
+      : rdma.sendFull(name, n).pipe(
+          Effect.timeoutFail({ duration: acceptWithin, onTimeout: () => "timeout" as const }),
+          Effect.catchAll(() => toLedger(name, n))
+        )
   const sendByName = (name: string, n: Notification): Effect.Effect<void, SendNotificationError> =>
     Effect.suspend(() => {
       const order = routing.route(n, senders)
       if (rdma !== undefined && order[0]?.send === rdmaSend) {
         const rc = rdma.tryPost(name, n)
         if (rc === 0) return Effect.void
+        if (n.stamp === undefined && receipts.capable(rdma.peerProto(name))) return sendReceipted(name, n, rc)
         return sendVia(
           order,
           0,
@@ -270,6 +325,10 @@ export const make = Effect.gen(function* () {
           rc === RdmaTransport.TOO_LARGE ? Effect.fail(rdma.tooLarge(n, name)) : rdma.sendFull(name, n)
         )
       }
+      // To a peer with receipts, a route that skips the notify QP (larger than a slot): the ledger's worker carries it
+      // over the control plane. (A notification that comes with a stamp of the caller's goes as the caller stamped it.)
+      if (rdma !== undefined && n.stamp === undefined && receipts.capable(rdma.peerProto(name)))
+        return toLedger(name, n)
       return sendVia(order, 0, name, n)
     })
   const trySendNotification = (name: string, n: Notification): boolean =>
@@ -303,6 +362,34 @@ export const make = Effect.gen(function* () {
     })
   )
 
+  const sendNotificationReceipted = (
+    segment: SegmentHandle | string,
+    n: Notification
+  ): Effect.Effect<void, ReceiptedError> =>
+    Effect.gen(function* () {
+      const name = yield* segmentOf(segment)
+      const outcome = yield* Deferred.make<void, Undelivered>()
+      receipts.waiters.set(n, (u) => Deferred.unsafeDone(outcome, u === undefined ? Exit.void : Exit.fail(u)))
+      const sent = yield* Effect.either(sendNotification(name, n))
+      // `accept` takes the waiter when a ledger keeps the notification.
+      const kept = !receipts.waiters.has(n)
+      receipts.waiters.delete(n)
+      if (sent._tag === "Left") return yield* Effect.fail(sent.left)
+      if (!kept) {
+        return yield* Effect.fail(
+          new Undelivered({
+            segment: name,
+            name: n.name,
+            msg: n.msg,
+            stamp: undefined,
+            reason: "Unconfirmed",
+            message: `sent to ${name}, which does not offer receipts: nothing can confirm it`
+          })
+        )
+      }
+      return yield* Deferred.await(outcome)
+    })
+
   const transfers = yield* Transfers.make({ segmentOf, sendNotification: (name, n) => sendNotification(name, n) })
 
   return {
@@ -327,7 +414,16 @@ export const make = Effect.gen(function* () {
           Effect.sync(() => delivery.subscribe(handler, options?.consume === true)),
           (unsubscribe) => Effect.sync(unsubscribe)
         )
-      )
+      ),
+    undelivered: receipts.events === undefined ? Stream.empty : Stream.fromPubSub(receipts.events),
+    onUndelivered: (handler) =>
+      Effect.asVoid(
+        Effect.acquireRelease(
+          Effect.sync(() => receipts.onUndelivered(handler)),
+          (unsubscribe) => Effect.sync(unsubscribe)
+        )
+      ),
+    sendNotificationReceipted
   } satisfies TransferEngineShape
 })
 
@@ -390,8 +486,8 @@ const cacheLayer = DescriptorCache.layer().pipe(Layer.provide(registryLayer))
 /** This segment's descriptor in the registry: put at start, on change and periodically, deleted at shutdown. */
 const publisherLayer = SegmentPublisher.layer.pipe(Layer.provide(registryLayer))
 
-/** The resend queue and the fiber that drains it. */
-const resendLayer = Layer.scopedDiscard(Resender.start)
+/** The resend queue and the fiber that drains it; the receipts' worker. */
+const resendLayer = Layer.merge(Layer.scopedDiscard(Resender.start), Layer.scopedDiscard(ReceiptWorker.start))
 const resendQueueLayer = Layer.effect(ResendQueue, Queue.unbounded<RetiringChannel>())
 
 /** The control plane's handlers, attached to the listener once the transports exist. */
@@ -426,7 +522,7 @@ export const layer: Layer.Layer<
   Layer.provideMerge(Layer.merge(resendLayer, SegmentPublisher.descriptorLayer)),
   Layer.provideMerge(Layer.merge(RdmaTransport.layer, TcpTransport.layer)),
   Layer.provideMerge(Layer.mergeAll(cacheLayer, Delivery.layer, LocalSegment.layer, resendQueueLayer)),
-  Layer.provideMerge(Layer.merge(engineAgentLayer, identityLayer)),
+  Layer.provideMerge(Layer.mergeAll(engineAgentLayer, identityLayer, Ledger.layer)),
   Layer.provideMerge(Layer.merge(RpcAgent.layer, listenerLayer)),
   Layer.provide(Layer.merge(EngineConfig.layerConfig, RpcConfig.layerConfig))
 )

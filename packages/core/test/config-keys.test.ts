@@ -21,6 +21,11 @@ const defaultsBefore = {
   "notification/proto": 1,
   "notification/dedup_max_sessions": 4096,
   "notification/dedup_session_ttl_ms": 600_000,
+  // Delivery receipts, past the RFC (new keys: no default of TENT's or the RFC's to keep).
+  "notification/receipts": true,
+  "notification/delivery_timeout_ms": 45_000,
+  "notification/receipt_resend_ms": 1000,
+  "notification/max_unreceipted": 65_536,
   "peer_health/enable": true,
   "peer_health/cooldown_ms": 5000,
   "peer_health/max_cooldown_ms": 60_000,

@@ -1,7 +1,14 @@
 import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import { Schema } from "effect"
-import { BootstrapRejected, DataTooLarge, InvalidEntry, NotificationTooLarge, SegmentRangeInvalid } from "./Errors.js"
+import {
+  BootstrapRejected,
+  DataTooLarge,
+  InvalidEntry,
+  NotificationRefused,
+  NotificationTooLarge,
+  SegmentRangeInvalid
+} from "./Errors.js"
 import { BootstrapDesc, Notification, SegmentDesc } from "./Models.js"
 
 /** Exchange endpoint descriptors: the initiator sends its own, the peer replies with the one it accepted. */
@@ -14,7 +21,7 @@ export const Bootstrap = Rpc.make("Bootstrap", {
 /** Deliver a notification over the control plane (the fallback path; bytes, not JSON). */
 export const Notify = Rpc.make("Notify", {
   payload: Notification,
-  error: NotificationTooLarge
+  error: Schema.Union(NotificationTooLarge, NotificationRefused)
 })
 
 /** Ask a peer for the descriptor of the segment it serves (the peer registry's lookup). */

@@ -28,6 +28,17 @@ export class NotificationTooLarge extends Schema.TaggedError<NotificationTooLarg
 }
 
 /**
+ * The peer answered a `Notify` and refused to deliver it: the stamp names an incarnation of the peer other than the
+ * one that answers (`StaleIncarnation`: the process it was meant for is gone, and with it the request state the
+ * notification was about). `incarnation` is the answering one's, in decimal.
+ */
+export class NotificationRefused extends Schema.TaggedError<NotificationRefused>()("NotificationRefused", {
+  reason: Schema.Literal("StaleIncarnation"),
+  incarnation: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
  * The peer answered a `Bootstrap` and refused it (TENT's `reply_msg`, e.g. `NOT_READY: transport not initialized`,
  * or its device is down). Told apart from a peer that did not answer at all, which is a {@link TransportFailure}.
  */

@@ -31,7 +31,12 @@ export const BootstrapDesc = Schema.Struct({
    * Bytes of the sender's notify receive slots, the largest notification frame it can take; absent (TENT, and this
    * engine with TENT's slots): 65 536.
    */
-  notify_slot_bytes: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, 65536)))
+  notify_slot_bytes: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, 65536))),
+  /**
+   * The sender's incarnation (a u64 in decimal, new each time its engine starts), when it offers delivery receipts
+   * (`notify_proto` ≥ 2): a notification stamped for another incarnation is refused, never delivered.
+   */
+  notify_incarnation: Schema.optional(Schema.String)
 })
 /** A decoded {@link BootstrapDesc}. */
 export type BootstrapDesc = typeof BootstrapDesc.Type
@@ -67,18 +72,26 @@ export const SegmentDesc = Schema.Struct({
   name: Schema.String,
   rpc_server_addr: Schema.String,
   devices: Schema.Array(DeviceDesc),
-  buffers: Schema.Array(BufferDesc)
+  buffers: Schema.Array(BufferDesc),
+  /** The serving engine's incarnation (u64 in decimal) when it offers delivery receipts; absent otherwise. */
+  notify_incarnation: Schema.optional(Schema.String)
 })
 /** A decoded {@link SegmentDesc}. */
 export type SegmentDesc = typeof SegmentDesc.Type
 
 /**
  * Who sent a notification and where it stands in that sender's sequence: the sender's `session` (new each time it
- * starts) and a `seq` that grows within it, both u64. On the `Notify` wire it is a 16-byte trailer after `msg`.
+ * starts) and a `seq` that grows within it, both u64. On the `Notify` wire it is a 16-byte trailer after `msg` (24 with
+ * an `epoch`).
  */
 export const NotificationStamp = Schema.Struct({
   session: Schema.BigIntFromSelf,
-  seq: Schema.BigIntFromSelf
+  seq: Schema.BigIntFromSelf,
+  /**
+   * The receiver's incarnation the stamp is addressed to (delivery receipts, `notify_proto` ≥ 2): a receiver of
+   * another incarnation refuses it. On the `Notify` wire an 8-byte extension of the trailer; absent (or 0): any.
+   */
+  epoch: Schema.optional(Schema.BigIntFromSelf)
 })
 /** A {@link NotificationStamp}. */
 export type NotificationStamp = typeof NotificationStamp.Type

@@ -14,6 +14,7 @@ import { Cause, Context, Effect, Layer, Runtime } from "effect"
 import { type DecodedFrame, Dedup, type DedupShape, type Stamp } from "../Dedup.js"
 import * as Metrics from "../Metrics.js"
 import type { QueueKind } from "../NotificationRouting.js"
+import { EngineReceipts, type Ledger } from "./Ledger.js"
 
 type Resume = (effect: Effect.Effect<void>) => void
 
@@ -135,11 +136,48 @@ export class Delivery {
   /** Whether one of `subscriptions` consumes (then an admitted notification is not queued); set with the list. */
   private consumed = false
 
-  /** `onHandlerError` reports a handler's throw (the engine logs it); it must not throw itself. */
+  /**
+   * Whether the last notification refused was refused for its incarnation (stamped for another incarnation of this
+   * engine: the control plane answers `NotificationRefused`), not as a duplicate.
+   */
+  lastRefused = false
+
+  /**
+   * `onHandlerError` reports a handler's throw (the engine logs it); it must not throw itself. `receipts`: the
+   * engine's receipts, whose ack table admission records into and whose incarnation it checks (absent: none).
+   */
   constructor(
     private readonly dedup: DedupShape,
-    private readonly onHandlerError: (error: unknown) => void = () => {}
+    private readonly onHandlerError: (error: unknown) => void = () => {},
+    private readonly receipts?: Ledger | undefined
   ) {}
+
+  /**
+   * Admission: an epoch for another incarnation of this engine is refused; a stamp for this one is a duplicate if the
+   * ack table has it (even when the dedup window forgot the session), else it passes the `Dedup` seam and is recorded.
+   */
+  private admit(
+    sender: string,
+    stamp: { readonly session: bigint; readonly seq: bigint } | undefined,
+    epoch: bigint | undefined,
+    now?: number
+  ): boolean {
+    const r = this.receipts
+    if (r === undefined || !r.enabled || stamp === undefined || epoch === undefined || epoch === 0n) {
+      return this.dedup.admit(sender, stamp, now)
+    }
+    if (r.refuses(epoch)) {
+      this.lastRefused = true
+      return false
+    }
+    if (r.delivered(stamp.session, stamp.seq)) {
+      this.dedup.admit(sender, stamp, now) // counted as the window counts a duplicate
+      return false
+    }
+    if (!this.dedup.admit(sender, stamp, now)) return false
+    r.admitted(stamp.session, stamp.seq)
+    return true
+  }
 
   /**
    * Calls `handler` with every notification admitted from now on, before it is queued, in subscription order; returns
@@ -187,7 +225,8 @@ export class Delivery {
 
   /** A notification carried by `via`, from `sender`; false when admission refused it (a duplicate). */
   deliver(via: QueueKind, sender: string, n: Notification, stamp?: Stamp | undefined): boolean {
-    if (!this.dedup.admit(sender, stamp)) return false
+    this.lastRefused = false
+    if (!this.admit(sender, stamp, stamp?.epoch)) return false
     if (this.subscriptions.length > 0) this.dispatch(n)
     this.queue(via, n)
     return true
@@ -204,7 +243,10 @@ export class Delivery {
    */
   fromFrame(via: QueueKind, sender: string, buf: Buffer, frame: DecodedFrame, now?: number): boolean {
     // The frame is its own stamp (`session`, `seq`): no object per notification.
-    if (!this.dedup.admit(sender, frame.stamped ? frame : undefined, now)) return false
+    this.lastRefused = false
+    if (!this.admit(sender, frame.stamped ? frame : undefined, frame.stamped ? frame.epoch : undefined, now)) {
+      return false
+    }
     const n: Notification = {
       name: new Uint8Array(buf.subarray(frame.nameStart, frame.nameEnd)),
       msg: new Uint8Array(buf.subarray(frame.msgStart, frame.msgEnd))
@@ -237,10 +279,11 @@ export class EngineDelivery extends Context.Tag("@tent/core/internal/Delivery")<
  * The delivery point, admitting through the `Dedup` seam; a subscriber's throw is logged (a warning with the throw as
  * its cause) with the logger of the fiber that built the engine.
  */
-export const layer: Layer.Layer<EngineDelivery, never, Dedup> = Layer.effect(
+export const layer: Layer.Layer<EngineDelivery, never, Dedup | EngineReceipts> = Layer.effect(
   EngineDelivery,
   Effect.gen(function* () {
     const dedup = yield* Dedup
+    const receipts = yield* EngineReceipts
     const runtime = yield* Effect.runtime<never>()
     const log = (error: unknown) =>
       Runtime.runSync(
@@ -250,6 +293,6 @@ export const layer: Layer.Layer<EngineDelivery, never, Dedup> = Layer.effect(
           Cause.die(error)
         )
       )
-    return new Delivery(dedup, log)
+    return new Delivery(dedup, log, receipts)
   })
 )

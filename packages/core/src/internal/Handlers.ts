@@ -7,11 +7,12 @@
  * `Server.serve` attaches these.
  */
 import type { Notification } from "@tent/rpc"
-import { BootstrapRejected, ControlPlane, type ControlPlaneHandlers } from "@tent/rpc"
+import { BootstrapRejected, ControlPlane, type ControlPlaneHandlers, NotificationRefused } from "@tent/rpc"
 import { Effect, type Layer } from "effect"
 import * as Metrics from "../Metrics.js"
 import { NotificationRouting } from "../NotificationRouting.js"
 import { EngineDelivery } from "./Delivery.js"
+import { EngineReceipts } from "./Ledger.js"
 import { RdmaTransport } from "./rdma/RdmaTransport.js"
 import { LocalDescriptor } from "./SegmentPublisher.js"
 import { TcpTransport } from "./TcpTransport.js"
@@ -20,13 +21,21 @@ import { TcpTransport } from "./TcpTransport.js"
 export const make: Effect.Effect<
   Layer.Layer<ControlPlaneHandlers>,
   never,
-  RdmaTransport | TcpTransport | EngineDelivery | NotificationRouting | LocalDescriptor
+  RdmaTransport | TcpTransport | EngineDelivery | NotificationRouting | LocalDescriptor | EngineReceipts
 > = Effect.gen(function* () {
   const rdma = yield* RdmaTransport
   const tcp = yield* TcpTransport
   const delivery = yield* EngineDelivery
   const routing = yield* NotificationRouting
   const segmentDesc = yield* LocalDescriptor
+  const receipts = yield* EngineReceipts
+  // A `Notify` stamped for another incarnation of this engine is answered with a refusal, never delivered.
+  const refused = () =>
+    new NotificationRefused({
+      reason: "StaleIncarnation",
+      incarnation: String(receipts.incarnation),
+      message: `stamped for another incarnation of this engine (this one is ${receipts.incarnation}): not delivered`
+    })
 
   const onNotify: ((n: Notification, from: string) => void) | undefined =
     tcp !== undefined
@@ -44,8 +53,10 @@ export const make: Effect.Effect<
         ? Effect.fail(new BootstrapRejected({ message: "NOT_READY: transport not initialized" }))
         : rdma.onBootstrap(desc),
     Notify: (n, { clientId }) =>
-      Effect.sync(() => {
+      Effect.suspend(() => {
+        delivery.lastRefused = false
         onNotify?.(n, `rpc#${clientId}`)
+        return delivery.lastRefused ? Effect.fail(refused()) : Effect.void
       }),
     GetSegmentDesc: () => Effect.sync(segmentDesc),
     Probe: () => Effect.void

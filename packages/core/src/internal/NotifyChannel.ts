@@ -27,6 +27,7 @@ import {
   WrOpcode
 } from "@tent/verbs"
 import { Duration, Effect, Either, Exit, Scope } from "effect"
+import * as CtrlFrame from "../CtrlFrame.js"
 import type { DedupShape, Stamp } from "../Dedup.js"
 import type { NotifySlotSettings } from "../EngineConfig.js"
 import type { EndpointUnavailable } from "../Errors.js"
@@ -34,6 +35,7 @@ import * as Metrics from "../Metrics.js"
 import { SLOT_BYTES } from "../NotifyFrame.js"
 import type { PeerHealthPolicyShape } from "../PeerHealth.js"
 import type { PendingNotification, ResendShape } from "../Resend.js"
+import type { Ledger } from "./Ledger.js"
 
 /** TENT's `kNotifyBufferSize`: bytes of one slot, and the most `transports/rdma/notify/slot_bytes` may be. */
 export const NOTIFY_SLOT_BYTES = SLOT_BYTES
@@ -134,6 +136,8 @@ export interface NotifyChannelPolicies {
   readonly dedup: DedupShape
   readonly resend: ResendShape
   readonly peerHealth: PeerHealthPolicyShape
+  /** The engine's delivery receipts (its ledger and ack table). */
+  readonly receipts: Ledger
 }
 
 /**
@@ -146,6 +150,8 @@ export const SEND_WR_BASE = 0x1_0000_0000
 /** `postNotification`'s results besides 0 and a post errno. */
 export const TOO_LARGE = -1
 export const NO_SLOT = -2
+/** The peer's ledger holds `notification/max_unreceipted` already: nothing accepted. */
+export const LEDGER_FULL = -3
 
 /** The send and receive rings of one notify QP. */
 export class NotifyChannel {
@@ -165,6 +171,18 @@ export class NotifyChannel {
   peerSlotBytes = NOTIFY_SLOT_BYTES
   /** The peer's RPC address, set by the sending side (`""` until then): whose health the slot wait consults. */
   peerAddress = ""
+  /** The peer's segment name (set by the endpoint): its ledger, for receipted notifications. */
+  segment = ""
+  /** The sender session this side owes a `CTRL_ACK`, and how many admitted notifications it has not acknowledged. */
+  private ackSession = 0n
+  private ackOwed = 0
+  /** An ack found no free send slot: it goes at the next send completion. */
+  private ackPending = false
+  private ackTimer: ReturnType<typeof setTimeout> | undefined = undefined
+  private readonly flushAckNow = () => {
+    this.ackTimer = undefined
+    this.flushAck()
+  }
   /** Sends posted and not completed, oldest first, when the resend policy tracks them. */
   readonly inFlight: Array<PendingNotification> = []
   /** Times a ring could not grow (the allocation failed): sends fail with the error, receives stay as they are. */
@@ -279,6 +297,8 @@ export class NotifyChannel {
   /** Forgets the QP and the slots (the endpoint's scope closes them). */
   release(): void {
     this.connected = false
+    if (this.ackTimer !== undefined) clearTimeout(this.ackTimer)
+    this.ackTimer = undefined
     this.qp = undefined
     this.alloc = undefined
     this.send.clear()
@@ -366,19 +386,97 @@ export class NotifyChannel {
     const buf = this.send.bufs[slot]
     if (buf === undefined) return NO_SLOT
     const offset = this.send.offsets[slot] as number
-    const { dedup, resend } = this.policies
-    const stamp = resent ?? dedup.stamp(this.peerProto)
+    const { dedup, resend, receipts } = this.policies
+    // To a peer that offers receipts the ledger draws the stamp (dense per destination) and keeps the notification
+    // until a receipt; a post that fails at once gives the stamp back.
+    const receipted = receipts.capable(this.peerProto)
+    let stamp: Stamp | undefined
+    if (resent !== undefined) stamp = resent
+    else if (receipted) {
+      stamp = receipts.accept(this.segment, n, true)
+      if (stamp === undefined) return LEDGER_FULL
+    } else stamp = dedup.stamp(this.peerProto)
     const len = dedup.encode(buf, offset, n, stamp, this.peerProto, this.frameBytes)
-    if (len < 0) return TOO_LARGE
+    if (len < 0) {
+      if (receipted && resent === undefined) receipts.rollback(this.segment, stamp as Stamp)
+      return TOO_LARGE
+    }
+    const rc = this.postSlot(qp, slot, len)
+    if (rc !== 0) {
+      if (receipted && resent === undefined) receipts.rollback(this.segment, stamp as Stamp)
+      return rc
+    }
+    if (resend.track && !receipted) this.inFlight.push({ notification: n, stamp, peerProto: this.peerProto })
+    return 0
+  }
+
+  /** Posts send slot `slot` (its first `len` bytes); 0 or the errno. */
+  private postSlot(qp: QueuePair, slot: number, len: number): number {
     this.sge.addr = this.send.addrs[slot] as number
     this.sge.lkey = this.send.lkeys[slot] as number
     this.sge.length = len
     this.sendWr.wrId = SEND_WR_BASE + (this.sendCounter++ % SEND_WR_BASE)
     const rc = qp.postSend(this.sendWr)
-    if (rc !== 0) return rc
-    this.pending++
-    if (resend.track) this.inFlight.push({ notification: n, stamp, peerProto: this.peerProto })
-    return 0
+    if (rc === 0) this.pending++
+    return rc
+  }
+
+  /**
+   * A notification of `session` that asked for a receipt (`NeedsAck`) was handled: a cumulative `CTRL_ACK` goes back
+   * after `ackEvery` of them, or `ackDelayMs` after the first one not yet acknowledged (one timer per channel).
+   */
+  owesAck(session: bigint): void {
+    if (session !== this.ackSession && this.ackOwed > 0) this.flushAck()
+    this.ackSession = session
+    this.ackOwed++
+    const { ackEvery, ackDelayMs } = this.policies.receipts.settings
+    if (this.ackOwed >= ackEvery) this.flushAck()
+    else if (this.ackTimer === undefined) {
+      this.ackTimer = setTimeout(this.flushAckNow, ackDelayMs)
+      this.ackTimer.unref?.()
+    }
+  }
+
+  /**
+   * Sends the ack owed now: a header-only `CTRL_ACK` in the next free send slot. Acks never queue behind senders
+   * waiting for the window: without a free slot the ack is marked and goes at the next send completion, ahead of them.
+   */
+  flushAck(): void {
+    if (this.ackTimer !== undefined) {
+      clearTimeout(this.ackTimer)
+      this.ackTimer = undefined
+    }
+    if (this.ackOwed === 0 && !this.ackPending) return
+    const qp = this.qp
+    if (!this.connected || qp === undefined) return
+    if (this.pending >= this.settings.slots) {
+      this.ackPending = true
+      return
+    }
+    if (this.pending === this.send.capacity && this.growSend(Math.max(1, this.pending)) !== 0) {
+      this.ackPending = true
+      return
+    }
+    const slot = this.order[(this.head + this.pending) % this.order.length] as number
+    const buf = this.send.bufs[slot]
+    if (buf === undefined) return
+    const receipts = this.policies.receipts
+    const session = this.ackSession
+    const len = CtrlFrame.encodeAckInto(
+      buf,
+      this.send.offsets[slot] as number,
+      session,
+      receipts.incarnation,
+      receipts.prefix(session)
+    )
+    if (this.postSlot(qp, slot, len) !== 0) {
+      this.ackPending = true
+      return
+    }
+    this.ackOwed = 0
+    this.ackPending = false
+    receipts.counters.acksSent++
+    Metrics.ackSent.update(1)
   }
 
   /**
@@ -438,6 +536,7 @@ export class NotifyChannel {
       this.head = (this.head + 1) % this.order.length
     }
     if (this.policies.resend.track) this.inFlight.shift()
+    if (this.ackPending) this.flushAck()
     for (const w of this.waiters) {
       w()
       break
@@ -453,6 +552,10 @@ export class NotifyChannel {
   /** The channel stops: not connected any more, every waiter wakes (and fails), the pending table is handed over. */
   close(): Array<PendingNotification> {
     this.connected = false
+    if (this.ackTimer !== undefined) clearTimeout(this.ackTimer)
+    this.ackTimer = undefined
+    this.ackOwed = 0
+    this.ackPending = false
     for (const w of Array.from(this.waiters)) w()
     return this.inFlight.splice(0)
   }

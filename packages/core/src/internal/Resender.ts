@@ -7,6 +7,7 @@
 import { DescriptorCache } from "@tent/rpc"
 import { Effect, Queue, type Scope } from "effect"
 import { Resend, type ResendPaths } from "../Resend.js"
+import { EngineReceipts } from "./Ledger.js"
 import { RdmaTransport } from "./rdma/RdmaTransport.js"
 import { EngineAgent, ResendQueue } from "./Services.js"
 import { notifyRpc, TcpTransport } from "./TcpTransport.js"
@@ -15,8 +16,16 @@ import { notifyRpc, TcpTransport } from "./TcpTransport.js"
 export const start: Effect.Effect<
   void,
   never,
-  Scope.Scope | Resend | ResendQueue | RdmaTransport | TcpTransport | EngineAgent | DescriptorCache.DescriptorCache
+  | Scope.Scope
+  | Resend
+  | ResendQueue
+  | RdmaTransport
+  | TcpTransport
+  | EngineAgent
+  | DescriptorCache.DescriptorCache
+  | EngineReceipts
 > = Effect.gen(function* () {
+  const receipts = yield* EngineReceipts
   const resend = yield* Resend
   const queue = yield* ResendQueue
   const rdma = yield* RdmaTransport
@@ -36,7 +45,8 @@ export const start: Effect.Effect<
         : rdma.sendVia(device, segment, peerNic, n, stamp)
     },
     viaTcp: (segment, n) => (tcp === undefined ? unavailable("the TCP transport") : tcp.sendNotification(segment, n)),
-    viaControlPlane: (segment, n) => notifyRpc(agent, cache, segment, n)
+    viaControlPlane: (segment, n) => notifyRpc(agent, cache, segment, n),
+    giveUp: (segment, p, reason) => receipts.reportGiveUp(segment, p.notification, p.stamp, reason)
   }
   yield* Effect.forkScoped(
     Effect.forever(Effect.flatMap(Queue.take(queue), (channel) => resend.onRetire(channel, paths)))

@@ -9,6 +9,7 @@
 import type { BufferDesc, DeviceDesc, SegmentDesc, TransportFailure } from "@tent/rpc"
 import { Registry } from "@tent/rpc"
 import { Context, Duration, Effect, Layer } from "effect"
+import { EngineReceipts } from "./Ledger.js"
 import { LocalSegment } from "./LocalSegment.js"
 import { RdmaTransport } from "./rdma/RdmaTransport.js"
 import { EngineIdentity } from "./Services.js"
@@ -24,7 +25,7 @@ export class LocalDescriptor extends Context.Tag("@tent/core/internal/LocalDescr
 export const descriptorLayer: Layer.Layer<
   LocalDescriptor,
   never,
-  RdmaTransport | TcpTransport | EngineIdentity | LocalSegment
+  RdmaTransport | TcpTransport | EngineIdentity | LocalSegment | EngineReceipts
 > = Layer.effect(
   LocalDescriptor,
   Effect.gen(function* () {
@@ -32,6 +33,9 @@ export const descriptorLayer: Layer.Layer<
     const tcp = yield* TcpTransport
     const { segmentName, address } = yield* EngineIdentity
     const regions = yield* LocalSegment
+    const receipts = yield* EngineReceipts
+    // Only an engine that offers receipts adds its incarnation: otherwise the descriptor is TENT's.
+    const incarnation = receipts.enabled ? { notify_incarnation: String(receipts.incarnation) } : {}
     const devices: ReadonlyArray<DeviceDesc> = (rdma?.devices ?? []).map((d) => ({
       name: d.name,
       lid: 0,
@@ -48,7 +52,8 @@ export const descriptorLayer: Layer.Layer<
           rkey: r.mrs.map((m) => m.rkey),
           transports: [...(r.mrs.length > 0 ? ["rdma"] : []), ...(tcp !== undefined ? ["tcp"] : [])]
         })
-      )
+      ),
+      ...incarnation
     })
   })
 )

@@ -14,7 +14,14 @@
  * `retry_max_delay_ms` (TENT `doTransferWithRetry`); a typed refusal of the peer fails the slice at once. The peer
  * checks the range against the memory it registered.
  */
-import type { DataTooLarge, InvalidEntry, Notification, NotificationTooLarge, SegmentRangeInvalid } from "@tent/rpc"
+import type {
+  DataTooLarge,
+  InvalidEntry,
+  Notification,
+  NotificationRefused,
+  NotificationTooLarge,
+  SegmentRangeInvalid
+} from "@tent/rpc"
 import { DescriptorCache, NeedsRefreshCache, type TransportFailure } from "@tent/rpc"
 import { Context, Effect, Layer, Queue, type Scope } from "effect"
 import { EngineConfig } from "../EngineConfig.js"
@@ -25,7 +32,7 @@ import { EngineAgent } from "./Services.js"
 import type { SliceTransport, Task, TaskBoard } from "./Tasks.js"
 
 /** Errors of `sendNotification` over TCP. */
-export type TcpNotifyError = TransportFailure | InvalidEntry | NotificationTooLarge
+export type TcpNotifyError = TransportFailure | InvalidEntry | NotificationTooLarge | NotificationRefused
 
 /** Errors of one TCP data call: the peer's typed refusal, or the call did not get a reply. */
 export type TcpDataError = SegmentRangeInvalid | DataTooLarge | TransportFailure

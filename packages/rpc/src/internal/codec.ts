@@ -56,12 +56,18 @@ const copyOut = (buf: Buffer, start: number, end: number): Uint8Array => {
   return out
 }
 
-/** The stamp trailer a `Notify` body may carry after TENT's payload: `[u64 session LE][u64 seq LE]`. */
+/**
+ * The stamp trailer a `Notify` body may carry after TENT's payload: `[u64 session LE][u64 seq LE]`, and with an
+ * epoch (the receiver's incarnation, delivery receipts) `[u64 epoch LE]` after them.
+ */
 const STAMP_BYTES = 16
+const EPOCH_STAMP_BYTES = 24
 
 /** Where {@link notifyRanges} found the name and message of a `Notify` body, and its stamp trailer (-1: none). */
 export class NotifyRanges extends NotifyWire.DecodedRanges {
   stampAt = -1
+  /** Whether the trailer carries an epoch. */
+  epoch = false
 }
 
 const ranges = new NotifyRanges()
@@ -74,8 +80,9 @@ const ranges = new NotifyRanges()
 export const notifyRanges = (buf: Buffer, start: number, end: number): NotifyRanges => {
   if (NotifyWire.decode(buf, start, end - start, ranges) !== 0) throw new Error("malformed Notify body")
   const rest = end - ranges.msgEnd
-  if (rest !== 0 && rest !== STAMP_BYTES) throw new Error("malformed Notify body")
+  if (rest !== 0 && rest !== STAMP_BYTES && rest !== EPOCH_STAMP_BYTES) throw new Error("malformed Notify body")
   ranges.stampAt = rest === 0 ? -1 : ranges.msgEnd
+  ranges.epoch = rest === EPOCH_STAMP_BYTES
   return ranges
 }
 
@@ -86,23 +93,33 @@ export const notificationAt = (buf: Buffer, r: NotifyRanges): Notification =>
     : {
         name: copyOut(buf, r.nameStart, r.nameEnd),
         msg: copyOut(buf, r.msgStart, r.msgEnd),
-        stamp: { session: buf.readBigUInt64LE(r.stampAt), seq: buf.readBigUInt64LE(r.stampAt + 8) }
+        stamp: r.epoch
+          ? {
+              session: buf.readBigUInt64LE(r.stampAt),
+              seq: buf.readBigUInt64LE(r.stampAt + 8),
+              epoch: buf.readBigUInt64LE(r.stampAt + 16)
+            }
+          : { session: buf.readBigUInt64LE(r.stampAt), seq: buf.readBigUInt64LE(r.stampAt + 8) }
       }
 
 /**
  * The `Notify` body: TENT's `[u32 name_len][name][u32 msg_len][msg]` ({@link NotifyWire}), plus the 16-byte stamp
- * trailer when the notification has a stamp (without one the bytes are TENT's).
+ * trailer when the notification has a stamp, 24 bytes when the stamp has a non-zero epoch (without one the bytes are
+ * TENT's).
  */
 export const notificationCodec: BodyCodec = {
   encode: (w, value) => {
     const n = value as Notification
     const stamp = n.stamp
     const size = NotifyWire.HEADER_BYTES + n.name.length + n.msg.length
-    const at = w.reserve(stamp === undefined ? size : size + STAMP_BYTES)
+    const epoch = stamp?.epoch
+    const withEpoch = epoch !== undefined && epoch !== 0n
+    const at = w.reserve(stamp === undefined ? size : size + (withEpoch ? EPOCH_STAMP_BYTES : STAMP_BYTES))
     NotifyWire.encode(w.buffer, at, n.name, n.msg, size)
     if (stamp !== undefined) {
       w.buffer.writeBigUInt64LE(stamp.session, at + size)
       w.buffer.writeBigUInt64LE(stamp.seq, at + size + 8)
+      if (withEpoch) w.buffer.writeBigUInt64LE(epoch, at + size + 16)
     }
   },
   decode: (buf, start, end) => notificationAt(buf, notifyRanges(buf, start, end))

@@ -13,10 +13,12 @@
  * other threads can. This is the hot path: plain synchronous code per completion, one reused decode object.
  */
 import { type CompletionQueue, WcOpcode, WcStatus, WorkCompletion } from "@tent/verbs"
+import * as CtrlFrame from "../../CtrlFrame.js"
 import { DecodedFrame, type DedupShape } from "../../Dedup.js"
 import * as Metrics from "../../Metrics.js"
 import type { QpRetirementShape } from "../../QpRetirement.js"
 import type { Delivery } from "../Delivery.js"
+import type { Ledger } from "../Ledger.js"
 import { SEND_WR_BASE } from "../NotifyChannel.js"
 import type { RdmaEndpoint } from "./RdmaEndpoint.js"
 
@@ -48,6 +50,8 @@ export interface NotifyCounters {
    * them again (at most: a send the peer acknowledged whose completion was still unpolled is counted too).
    */
   closedInFlight: number
+  /** Endpoints retired and bootstrapped again because their notify channel was disabled (the RDMA path came back). */
+  rebuilt: number
 }
 
 /** A fresh set of counters. */
@@ -61,7 +65,8 @@ export const makeCounters = (): NotifyCounters => ({
   sent: 0,
   sendsCompleted: 0,
   deferredPasses: 0,
-  closedInFlight: 0
+  closedInFlight: 0,
+  rebuilt: 0
 })
 
 /** The running poller. */
@@ -82,10 +87,14 @@ export const start = (options: {
   readonly dedup: DedupShape
   readonly retirement: QpRetirementShape
   readonly counters: NotifyCounters
+  /** The engine's receipts: `CTRL_ACK`s received go to its ledger; admitted `NeedsAck` frames are acknowledged. */
+  readonly receipts?: Ledger | undefined
 }): NotifyPoller => {
   const { cqs, table, delivery, dedup, retirement, counters } = options
+  const receipts = options.receipts !== undefined && options.receipts.enabled ? options.receipts : undefined
   const wc = WorkCompletion.array(NOTIFY_POLL_BATCH)
   const frame = new DecodedFrame()
+  const ack = new CtrlFrame.AckFields()
 
   /** The clock of the current pass, read at its first stamped frame (-1: not yet). */
   let passNow = -1
@@ -104,7 +113,19 @@ export const start = (options: {
       repost(ep, index)
       return
     }
-    const rc = dedup.decode(buf, notify.recvOffset(index), byteLen, frame)
+    const offset = notify.recvOffset(index)
+    // A receipt from the peer (header-only `CTRL_ACK`): to the ledger, not to the delivery point.
+    if (
+      receipts !== undefined &&
+      byteLen === CtrlFrame.HEADER_BYTES &&
+      CtrlFrame.decodeAckInto(buf, offset, byteLen, ack)
+    ) {
+      receipts.onAck(ep.segment, ack.session, ack.epoch, ack.ackSeq)
+      repost(ep, index)
+      return
+    }
+    frame.needsAck = false
+    const rc = dedup.decode(buf, offset, byteLen, frame)
     if (rc !== 0) {
       counters.malformed++
       Metrics.rejected(rc).update(1)
@@ -114,7 +135,9 @@ export const start = (options: {
       if (delivery.fromFrame("rdma", ep.peerNicPath, buf, frame, frame.stamped ? passNow : undefined)) {
         counters.received++
         Metrics.received.rdma.update(1, ep.segment)
-      } else counters.duplicates++
+      } else if (!delivery.lastRefused) counters.duplicates++
+      // Delivered or a copy of one delivered: the sender wants a receipt (a refused one gets none).
+      if (frame.needsAck && receipts !== undefined && !delivery.lastRefused) ep.notify.owesAck(frame.session)
     }
     repost(ep, index)
   }

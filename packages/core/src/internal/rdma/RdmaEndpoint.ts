@@ -33,6 +33,7 @@ import * as Metrics from "../../Metrics.js"
 import type { NotifyQpParamsShape } from "../../NotifyQpParams.js"
 import type { QpRetirementShape } from "../../QpRetirement.js"
 import type { RetiringChannel } from "../../Resend.js"
+import { parseIncarnation } from "../Ledger.js"
 import {
   NOTIFY_SLOT_BYTES,
   NotifyChannel,
@@ -131,6 +132,7 @@ export class RdmaEndpoint {
       (message) => this.unavailable(message),
       host.notifySlots ?? TENT_SLOTS
     )
+    this.notify.segment = segment
     const limit = device.limits?.device?.maxQpWr
     this.laneDepth = limit === undefined ? host.params.maxQpWr : Math.min(host.params.maxQpWr, limit)
   }
@@ -235,6 +237,7 @@ export class RdmaEndpoint {
 
   /** The descriptor this side sends (connect) or replies (accept). */
   localDesc(peerNicPath: string): BootstrapDesc {
+    const receipts = this.host.policies.receipts
     return {
       local_nic_path: this.localNicPath,
       peer_nic_path: peerNicPath,
@@ -243,7 +246,11 @@ export class RdmaEndpoint {
       local_gid: this.device.gidText,
       reply_msg: "",
       notify_qp_num: this.notifyQpNum,
-      notify_proto: this.host.policies.dedup.notifyProto,
+      notify_proto: receipts.advertise(this.host.policies.dedup.notifyProto),
+      // Only an engine that offers receipts adds its incarnation: otherwise the descriptor is TENT's (or the RFC's).
+      ...(receipts.enabled && this.host.policies.dedup.notifyProto >= 1
+        ? { notify_incarnation: String(receipts.incarnation) }
+        : {}),
       // Sent only when it is not TENT's 64 KiB, so a descriptor with TENT's slots is TENT's descriptor.
       ...(this.notify.slotBytes === NOTIFY_SLOT_BYTES ? {} : { notify_slot_bytes: this.notify.slotBytes })
     }
@@ -270,6 +277,11 @@ export class RdmaEndpoint {
       this.status = "READY"
       this.notify.peerProto = peer.notify_proto
       this.notify.peerSlotBytes = peer.notify_slot_bytes ?? NOTIFY_SLOT_BYTES
+      // The peer's incarnation: a new one ends what the ledger held for the old one (`Undelivered{PeerRestarted}`).
+      const receipts = this.host.policies.receipts
+      if (receipts.capable(peer.notify_proto) && peer.notify_incarnation !== undefined) {
+        receipts.onIncarnation(this.segment, parseIncarnation(peer.notify_incarnation))
+      }
       const notifyQp = this.notify.qp
       if (peer.notify_qp_num !== 0 && notifyQp !== undefined) {
         const ok = yield* Effect.either(this.setupNotifyQp(notifyQp, { gid, lid: peer.local_lid }, peer.notify_qp_num))
@@ -373,6 +385,9 @@ export class RdmaEndpoint {
   /** Hands what the notify channel had pending to the engine's resend queue; counts the sends it had in flight. */
   private handOver(cause: RetiringChannel["cause"], inFlight: number): void {
     if (inFlight > 0) this.host.closedInFlight(inFlight)
+    // What the ledger holds for the peer goes again at once (over the control plane) rather than at its resend time.
+    const receipts = this.host.policies.receipts
+    if (receipts.capable(this.notify.peerProto)) receipts.kick(receipts.destination(this.segment))
     const pending = this.notify.close()
     if (pending.length > 0) {
       this.host.retiring({

@@ -19,7 +19,8 @@ import { PeerHealthPolicy } from "../../PeerHealth.js"
 import { QpRetirement } from "../../QpRetirement.js"
 import { Resend } from "../../Resend.js"
 import { EngineDelivery } from "../Delivery.js"
-import { NO_SLOT, NOTIFY_SLOT_BYTES, TOO_LARGE } from "../NotifyChannel.js"
+import { EngineReceipts } from "../Ledger.js"
+import { LEDGER_FULL, NO_SLOT, NOTIFY_SLOT_BYTES, TOO_LARGE } from "../NotifyChannel.js"
 import { EngineAgent, EngineIdentity, ResendQueue } from "../Services.js"
 import { nicPath, parseNicPath } from "./NicPath.js"
 import * as NotifyPoller from "./NotifyPoller.js"
@@ -129,6 +130,7 @@ export const make = Effect.gen(function* () {
   const resend = yield* Resend
   const retiring = yield* ResendQueue
   const notifyParams = yield* NotifyQpParams
+  const receipts = yield* EngineReceipts
 
   const devices = yield* openDevices(verbs, settings, names)
   const counters = NotifyPoller.makeCounters()
@@ -148,7 +150,7 @@ export const make = Effect.gen(function* () {
     numLanes: settings.numLanes,
     retirement,
     notifyParams,
-    policies: { dedup, resend, peerHealth },
+    policies: { dedup, resend, peerHealth, receipts },
     notifySlots: settings.notify,
     publishNotifyQp: (qpNum, ep) => void notifyTable.set(qpNum, ep),
     unpublishNotifyQp: (qpNum, ep) => {
@@ -174,7 +176,8 @@ export const make = Effect.gen(function* () {
     delivery,
     dedup,
     retirement,
-    counters
+    counters,
+    receipts
   })
   yield* Effect.addFinalizer(() => Effect.sync(() => poller.stop()))
   const dataPollers = devices.map((d) =>
@@ -260,6 +263,15 @@ export const make = Effect.gen(function* () {
       if (rc === TOO_LARGE) {
         return Effect.fail(tooLargeOn(n, ep))
       }
+      if (rc === LEDGER_FULL) {
+        return Effect.fail(
+          new EndpointUnavailable({
+            segment: ep.segment,
+            peerNicPath: ep.peerNicPath,
+            message: `notification/max_unreceipted notifications to ${ep.segment} await a receipt already: not accepted`
+          })
+        )
+      }
       if (rc === NO_SLOT) {
         if (!ep.connected) {
           return Effect.fail(
@@ -305,7 +317,16 @@ export const make = Effect.gen(function* () {
         })
       }
       const { nic, target } = yield* targetOf(segment)
-      const ep = yield* getEndpoint(device, target, nic)
+      let ep = yield* getEndpoint(device, target, nic)
+      // The RDMA path comes back: a READY endpoint whose notify channel was disabled (its QP failed) is retired and a
+      // new one bootstrapped to the same peer — once the peer answers again (the bootstrap is the test) — instead of
+      // carrying every later notification over the control plane. Only towards a peer that offers receipts: its
+      // ledger holds what the old channel lost.
+      if (ep.status === "READY" && !ep.connected && receipts.capable(ep.notify.peerProto)) {
+        yield* resetConnection(ep, "reconnect")
+        ep = yield* getEndpoint(device, target, nic)
+        counters.rebuilt++
+      }
       lastEndpoint.set(segment, ep)
       yield* Effect.zipRight(ep.notify.awaitSlot, post(ep, n))
     }) as Effect.Effect<void, RdmaNotifyError>

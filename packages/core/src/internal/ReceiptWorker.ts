@@ -1,0 +1,100 @@
+/**
+ * The receipts' worker: one ticker fiber for the engine (never a timer per notification) that ends overdue entries as
+ * `Undelivered{Timeout}` and, per destination, sends again over the control plane's `Notify` every entry that has not
+ * been sent yet (accepted while the notify QP could not take it) or has waited `notification/receipt_resend_ms`
+ * without a receipt — with its first stamp, so the receiver's admission delivers it at most once. A `Notify` reply is
+ * the receipt; a refusal for a stale incarnation ends the old incarnation's entries as `PeerRestarted`; a peer that
+ * does not answer (the `PeerHealth` seam then fails calls at once) keeps every entry for the next tick, until its
+ * deadline. One destination's sends run in one fiber at a time; destinations do not wait for each other.
+ */
+import { DescriptorCache } from "@tent/rpc"
+import { Effect, Either, FiberSet, type Scope } from "effect"
+import { type Destination, EngineReceipts, type Entry, parseIncarnation } from "./Ledger.js"
+import { EngineAgent } from "./Services.js"
+import { notifyRpc } from "./TcpTransport.js"
+
+/** The first entry of `d` due to be sent now, if any. */
+const firstDue = (d: Destination, now: number, resendAfterMs: number): Entry | undefined => {
+  const es = d.entries
+  for (let i = d.head; i < es.length; i++) {
+    const e = es[i] as Entry
+    if (!e.done && (e.sentAt < 0 || now - e.sentAt >= resendAfterMs)) return e
+  }
+  return undefined
+}
+
+/** Starts the worker in the scope (nothing when receipts are off). */
+export const start: Effect.Effect<
+  void,
+  never,
+  Scope.Scope | EngineReceipts | EngineAgent | DescriptorCache.DescriptorCache
+> = Effect.gen(function* () {
+  const ledger = yield* EngineReceipts
+  if (!ledger.enabled) return
+  const agent = yield* EngineAgent
+  const cache = yield* DescriptorCache.DescriptorCache
+  const { resendAfterMs } = ledger.settings
+  const fork = yield* FiberSet.makeRuntime<never, void, never>()
+
+  const sendDue = (d: Destination): Effect.Effect<void> =>
+    Effect.gen(function* () {
+      for (let guard = 0; guard < 1_000_000; guard++) {
+        const e = firstDue(d, ledger.clock(), resendAfterMs)
+        if (e === undefined) return
+        e.sentAt = ledger.clock()
+        const r = yield* Effect.either(notifyRpc(agent, cache, d.segment, { ...e.n, stamp: e.stamp }))
+        if (Either.isRight(r)) {
+          ledger.counters.resent++
+          ledger.receipted(d, e)
+          continue
+        }
+        const err = r.left
+        if (err._tag === "NotificationRefused") {
+          ledger.onIncarnation(d.segment, parseIncarnation(err.incarnation))
+          if (!e.done) ledger.fail(d, e, "PeerRestarted", err.message)
+          continue
+        }
+        if (err._tag === "NotificationTooLarge") {
+          ledger.fail(d, e, "Rejected", `the peer ${d.segment} refused it: ${err.message}`)
+          continue
+        }
+        // No answer (or no descriptor): the entries stay; the next tick tries again, until their deadline.
+        return
+      }
+    })
+
+  const run = (d: Destination): void => {
+    if (d.busy || d.live === 0) return
+    d.busy = true
+    fork(
+      Effect.ensuring(
+        sendDue(d),
+        Effect.sync(() => {
+          d.busy = false
+        })
+      )
+    )
+  }
+  ledger.kick = run
+
+  const tick = Math.max(10, Math.min(100, Math.floor(resendAfterMs / 2)))
+  yield* Effect.forkScoped(
+    Effect.forever(
+      Effect.zipRight(
+        Effect.sleep(tick),
+        Effect.sync(() => {
+          const now = ledger.clock()
+          ledger.expire(now)
+          for (const d of ledger.destinations.values()) {
+            if (d.live > 0 && !d.busy && firstDue(d, now, resendAfterMs) !== undefined) run(d)
+          }
+        })
+      )
+    )
+  )
+  yield* Effect.addFinalizer(() =>
+    Effect.sync(() => {
+      ledger.kick = () => {}
+    })
+  )
+})

@@ -1,0 +1,299 @@
+/**
+ * Delivery receipts (`Series.Receipts`): every notification `sendNotification` accepted for a peer that offers them
+ * ends receipted or as an `Undelivered` event. The ledger's rules on their own, then two engines in this process
+ * (receipted, acks paced), then a peer in a child process that restarts (`PeerRestarted`) or freezes (`Timeout`).
+ * Negative controls: the same tests with the RFC's seven alone (`Series.rfc`, the receipts' legacy twin) go red —
+ * there the freeze and the restart lose accepted notifications with no word to the sender.
+ */
+import { createServer } from "node:net"
+import { describe, expect, it } from "@effect/vitest"
+import { makeNotification, type Notification } from "@tent/rpc"
+import { Context, Effect, Layer, Stream } from "effect"
+import type { ConfigError } from "effect/ConfigError"
+import { Diagnostics, Receipts, Series, TransferEngine } from "../src/index.js"
+import { Ledger } from "../src/internal/Ledger.js"
+import { fixture, spawnChild } from "./fixtures/child.js"
+import { engineLayer, payload } from "./fixtures/engine.js"
+import { PEER_READY_MS, request } from "./fixtures/pair.js"
+import { until } from "./fixtures/policies.js"
+
+const n = (i: number): Notification => makeNotification(`k${i}`, "m")
+
+describe("the ledger", () => {
+  const ledger = (settings: Partial<Omit<Receipts.ReceiptsShape, "enabled" | "incarnation">> = {}) => {
+    let now = 0
+    const l = new Ledger({ ...Receipts.make(settings) }, 7n, undefined, () => now)
+    const at = (t: number): void => {
+      now = t
+    }
+    return { l, at }
+  }
+
+  it("draws dense seqs per destination, for the destination's incarnation, and a cumulative ack receipts them", () => {
+    const { l } = ledger()
+    l.onIncarnation("B", 42n)
+    const s1 = l.accept("B", n(1), true)
+    const s2 = l.accept("B", n(2), true)
+    const c1 = l.accept("C", n(3), true)
+    expect([s1?.seq, s2?.seq, c1?.seq]).toEqual([1n, 2n, 1n])
+    expect(s1?.epoch).toBe(42n)
+    l.onAck("B", 7n, 42n, 1n)
+    expect(l.destination("B").live).toBe(1)
+    l.onAck("B", 8n, 42n, 2n) // another session's ack: ignored
+    l.onAck("B", 7n, 41n, 2n) // another incarnation's ack: ignored
+    expect(l.counters.acksStale).toBe(2)
+    l.onAck("B", 7n, 42n, 2n)
+    expect(l.destination("B").live).toBe(0)
+    expect(l.counters.receipted).toBe(2)
+  })
+
+  it("gives back a stamp whose post failed at once, so no gap is left in the seqs", () => {
+    const { l } = ledger()
+    l.onIncarnation("B", 1n)
+    l.accept("B", n(1), true)
+    const s2 = l.accept("B", n(2), true)
+    l.rollback("B", s2 as never)
+    expect(l.accept("B", n(3), true)?.seq).toBe(2n)
+  })
+
+  it("ends what a restarted peer's old incarnation held as PeerRestarted, at once, and starts its seqs over", () => {
+    const { l } = ledger()
+    const got: Array<Receipts.Undelivered> = []
+    l.onUndelivered((u) => got.push(u))
+    l.onIncarnation("B", 1n)
+    for (let i = 0; i < 5; i++) l.accept("B", n(i), true)
+    l.onAck("B", 7n, 1n, 2n)
+    l.onIncarnation("B", 2n)
+    expect(got.map((u) => u.reason)).toEqual(["PeerRestarted", "PeerRestarted", "PeerRestarted"])
+    expect(got.map((u) => u.stamp?.seq)).toEqual([3n, 4n, 5n])
+    expect(l.accept("B", n(9), true)).toEqual({ session: 7n, seq: 1n, epoch: 2n })
+  })
+
+  it("ends an entry as Timeout once its deadline passed, not before", () => {
+    const { l, at } = ledger({ deliveryTimeoutMs: 1000 })
+    l.onIncarnation("B", 1n)
+    at(0)
+    l.accept("B", n(1), true)
+    at(500)
+    l.accept("B", n(2), true)
+    expect(l.expire(999)).toBe(0)
+    expect(l.expire(1000)).toBe(1)
+    expect(l.expire(1499)).toBe(0)
+    expect(l.expire(1500)).toBe(1)
+    expect(l.counters.undelivered.Timeout).toBe(2)
+  })
+
+  it("refuses to accept past notification/max_unreceipted", () => {
+    const { l } = ledger({ maxUnreceipted: 2 })
+    l.onIncarnation("B", 1n)
+    expect(l.accept("B", n(1), true)).toBeDefined()
+    expect(l.accept("B", n(2), true)).toBeDefined()
+    expect(l.accept("B", n(3), true)).toBeUndefined()
+  })
+
+  it("receiver: the cumulative ack is the highest seq below which every seq was admitted", () => {
+    const { l } = ledger()
+    for (const s of [1n, 2n, 4n, 5n]) l.admitted(9n, s)
+    expect(l.prefix(9n)).toBe(2n)
+    expect(l.delivered(9n, 4n)).toBe(true)
+    expect(l.delivered(9n, 3n)).toBe(false)
+    l.admitted(9n, 3n)
+    expect(l.prefix(9n)).toBe(5n)
+    expect(l.refuses(l.incarnation)).toBe(false)
+    expect(l.refuses(0n)).toBe(false)
+    expect(l.refuses(l.incarnation + 1n)).toBe(true)
+  })
+})
+
+/** An engine in this process with `series`. */
+const inProcess = (json: unknown, series: Layer.Layer<Series.Policies, ConfigError>) =>
+  Effect.map(Layer.build(engineLayer(json, undefined, series)), (ctx) => ({
+    engine: Context.get(ctx, TransferEngine.TransferEngine),
+    diag: Context.get(ctx, Diagnostics.Diagnostics)
+  }))
+
+describe("two engines in this process", () => {
+  it.scopedLive("every notification is receipted; acks are paced (red with Series.rfc: no receipts)", () =>
+    Effect.gen(function* () {
+      const a = yield* inProcess({}, Series.all)
+      const b = yield* inProcess({}, Series.all)
+      const total = 2000
+      for (let i = 0; i < total; i++) yield* a.engine.sendNotification(b.engine.segmentName, payload("r", i))
+      const ra = a.diag.counters.receipts
+      expect(ra, "the sender keeps a ledger").toBeDefined()
+      yield* until(() => (ra?.receipted ?? 0) >= total)
+      expect(ra?.accepted).toBe(total)
+      expect(ra?.receipted).toBe(total)
+      // Those larger than a slot went over the control plane, by the ledger's worker.
+      expect((a.diag.counters.rdma?.sent ?? 0) + (ra?.resent ?? 0)).toBe(total)
+      const acks = b.diag.counters.receipts?.acksSent ?? 0
+      expect(acks).toBeGreaterThan(0)
+      // A one-way stream is acknowledged every 32 notifications or 1 ms: far fewer acks than notifications.
+      expect(acks).toBeLessThan(total / 4)
+      expect(b.diag.counters.rdma?.malformed).toBe(0)
+      expect(a.diag.counters.rdma?.malformed).toBe(0)
+    })
+  )
+
+  it.scopedLive(
+    "sendNotificationReceipted succeeds once receipted; to a peer without receipts it fails Unconfirmed",
+    () =>
+      Effect.gen(function* () {
+        const a = yield* inProcess({}, Series.all)
+        const b = yield* inProcess({}, Series.all)
+        const c = yield* inProcess({}, Series.rfc)
+        yield* a.engine.sendNotification(b.engine.segmentName, n(0))
+        yield* a.engine.sendNotificationReceipted(b.engine.segmentName, n(1))
+        yield* a.engine.sendNotification(c.engine.segmentName, n(2))
+        const r = yield* Effect.flip(a.engine.sendNotificationReceipted(c.engine.segmentName, n(3)))
+        expect(r._tag).toBe("Undelivered")
+        expect((r as Receipts.Undelivered).reason).toBe("Unconfirmed")
+        // c got both: it was sent, just not confirmed.
+        expect(yield* Effect.promise(() => waitCount(c.engine, 2))).toBe(2)
+      })
+  )
+})
+
+const waitCount = async (e: TransferEngine.TransferEngineShape, want: number): Promise<number> => {
+  let got = 0
+  const deadline = Date.now() + 20_000
+  while (got < want && Date.now() < deadline) {
+    got += (await Effect.runPromise(e.receiveNotifications)).length
+    if (got < want) await new Promise((r) => setTimeout(r, 20))
+  }
+  return got
+}
+
+/** A free TCP port on 127.0.0.1 (the restarted peer binds the same one). */
+const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const s = createServer()
+    s.once("error", reject)
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port
+      s.close(() => resolve(port))
+    })
+  })
+
+/** Short control-plane timeouts so a frozen or dead peer shows within a test's time. */
+const fastFaults = {
+  rpc: { notify_timeout_ms: 1500, request_timeout_ms: 1500, connect_timeout_ms: 1500, bootstrap_timeout_ms: 1500 },
+  notification: { receipt_resend_ms: 300 }
+}
+
+type ArmName = "all" | "rfc"
+const armOf = (name: ArmName) => (name === "all" ? Series.all : Series.rfc)
+
+/**
+ * The sender's view of one fault: calls that returned ok, the receipts and `Undelivered` events, and what every
+ * incarnation of the receiver admitted (by name).
+ */
+const outcome = (
+  ok: number,
+  a: { diag: Diagnostics.DiagnosticsShape },
+  events: ReadonlyArray<Receipts.Undelivered>
+) => {
+  const r = a.diag.counters.receipts
+  return { ok, receipted: r?.receipted ?? 0, undelivered: events.length, reasons: events.map((u) => u.reason) }
+}
+
+describe("a peer in another process", () => {
+  it.scopedLive(
+    "restarts on the same address: nothing for the old incarnation reaches the new one, and each is PeerRestarted (red with Series.rfc: lost in silence)",
+    () => runRestart("all"),
+    PEER_READY_MS * 2 + 90_000
+  )
+
+  it.scopedLive(
+    "host frozen past the delivery timeout: each unreceipted notification becomes Timeout, no call blocks (red with Series.rfc)",
+    () => runFreeze("all"),
+    PEER_READY_MS + 90_000
+  )
+})
+
+/** The receiver restarts while 30 accepted notifications sit unpolled in its old process. */
+export const runRestart = (arm: ArmName) =>
+  Effect.gen(function* () {
+    const port = yield* Effect.promise(freePort)
+    const peerJson = JSON.stringify({ rpc_server_port: port, ...fastFaults })
+    const first = yield* spawnChild<{ segment: string }>(fixture("engine-peer.ts"), [peerJson, "all"])
+    const target = first.ready.segment
+    const a = yield* inProcess(
+      { ...fastFaults, notification: { ...fastFaults.notification, delivery_timeout_ms: 60_000 } },
+      armOf(arm)
+    )
+    const events: Array<Receipts.Undelivered> = []
+    yield* a.engine.onUndelivered((u) => events.push(u))
+    let ok = 0
+    for (let i = 0; i < 20; i++)
+      if ((yield* Effect.either(a.engine.sendNotification(target, payload("a", i))))._tag === "Right") ok++
+    // The old process stops polling: what it gets now stays in its completion queue, never delivered.
+    yield* request(first, { cmd: "pause", paused: true })
+    for (let i = 0; i < 30; i++)
+      if ((yield* Effect.either(a.engine.sendNotification(target, payload("b", i))))._tag === "Right") ok++
+    first.signal("SIGKILL")
+    yield* Effect.sleep("300 millis")
+    const second = yield* spawnChild<{ segment: string }>(fixture("engine-peer.ts"), [peerJson, "all"])
+    expect(second.ready.segment).toBe(target)
+    let slowest = 0
+    for (let i = 0; i < 10; i++) {
+      const t0 = performance.now()
+      if ((yield* Effect.either(a.engine.sendNotification(target, payload("c", i))))._tag === "Right") ok++
+      slowest = Math.max(slowest, performance.now() - t0)
+      yield* Effect.sleep("50 millis")
+    }
+    const r = a.diag.counters.receipts
+    yield* until(() => r !== undefined && r.receipted + events.length >= ok, 40_000)
+    const seen = yield* request<{ count: number; distinct: number; duplicates: number }>(second, {
+      cmd: "received",
+      prefix: "b"
+    })
+    const got = outcome(ok, a, events)
+    expect(seen.count, "nothing stamped for the old incarnation is delivered to the new one").toBe(0)
+    expect(got.undelivered, "every notification the old process took unpolled is reported").toBeGreaterThanOrEqual(30)
+    expect(got.reasons.every((x) => x === "PeerRestarted")).toBe(true)
+    expect(got.receipted + got.undelivered, "silent = ok - receipted - undelivered = 0").toBe(ok)
+    // Upper bound with a wide margin: the call returns once accepted (the rule: never a control-plane timeout).
+    expect(slowest).toBeLessThan(5000)
+  })
+
+/** The receiver's host freezes (SIGSTOP, its soft NICs too) for longer than the delivery timeout. */
+export const runFreeze = (arm: ArmName) =>
+  Effect.gen(function* () {
+    const peer = yield* spawnChild<{ segment: string }>(fixture("engine-peer.ts"), [JSON.stringify(fastFaults), "all"])
+    const target = peer.ready.segment
+    const timeoutMs = 4000
+    const a = yield* inProcess(
+      { ...fastFaults, notification: { ...fastFaults.notification, delivery_timeout_ms: timeoutMs } },
+      armOf(arm)
+    )
+    const events: Array<Receipts.Undelivered> = []
+    yield* a.engine.onUndelivered((u) => events.push(u))
+    const stream = yield* Stream.runCollect(Stream.take(a.engine.undelivered, 1)).pipe(Effect.fork)
+    let ok = 0
+    for (let i = 0; i < 10; i++)
+      if ((yield* Effect.either(a.engine.sendNotification(target, payload("w", i))))._tag === "Right") ok++
+    const r = a.diag.counters.receipts
+    yield* until(() => r !== undefined && r.receipted >= 10)
+    peer.signal("SIGSTOP")
+    const frozenAt = performance.now()
+    let slowest = 0
+    for (let i = 0; i < 20; i++) {
+      const t0 = performance.now()
+      if ((yield* Effect.either(a.engine.sendNotification(target, payload("f", i))))._tag === "Right") ok++
+      slowest = Math.max(slowest, performance.now() - t0)
+      yield* Effect.sleep("50 millis")
+    }
+    yield* until(() => r !== undefined && r.receipted + events.length >= ok, 30_000)
+    const lastAt = performance.now()
+    peer.signal("SIGCONT")
+    const got = outcome(ok, a, events)
+    expect(got.undelivered, "the frozen host's notifications are reported").toBeGreaterThan(0)
+    expect(got.reasons.every((x) => x === "Timeout")).toBe(true)
+    expect(got.receipted + got.undelivered, "silent = ok - receipted - undelivered = 0").toBe(ok)
+    // Not before the deadline (a lower bound: the rule says "not before").
+    expect(lastAt - frozenAt).toBeGreaterThanOrEqual(timeoutMs)
+    expect(slowest).toBeLessThan(5000)
+    const first = yield* Effect.map(stream.await, (e) => e)
+    expect(first._tag).toBe("Success")
+  })
