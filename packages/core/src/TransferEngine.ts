@@ -231,7 +231,7 @@ export const make = Effect.gen(function* () {
     const proto = rdma?.peerProto(segment) ?? 0
     // To a peer with receipts only the ledger stamps (its seqs are dense per destination); a copy that goes outside it
     // is unstamped: delivered at most once, as it is never sent again.
-    if (receipts.capable(proto)) return n
+    if (receipts.capable(proto) || receipts.known(segment)) return n
     const stamp = dedup.stamp(proto)
     return stamp === undefined ? n : { ...n, stamp }
   }
@@ -291,6 +291,8 @@ export const make = Effect.gen(function* () {
   // endpoint, a free slot), then accepted by the ledger, whose worker sends it over the control plane: the call never
   // waits out a control-plane timeout, and the outcome arrives as a receipt or an `Undelivered`.
   const acceptWithin = receipts.settings.acceptWithinMs
+  const receipted = (name: string): boolean =>
+    receipts.enabled && (receipts.known(name) || receipts.capable(rdma?.peerProto(name) ?? 0))
   const toLedger = (name: string, n: Notification): Effect.Effect<void, SendNotificationError> =>
     Effect.suspend(() =>
       receipts.accept(name, n, false) === undefined
@@ -316,7 +318,7 @@ export const make = Effect.gen(function* () {
       if (rdma !== undefined && order[0]?.send === rdmaSend) {
         const rc = rdma.tryPost(name, n)
         if (rc === 0) return Effect.void
-        if (n.stamp === undefined && receipts.capable(rdma.peerProto(name))) return sendReceipted(name, n, rc)
+        if (n.stamp === undefined && receipted(name)) return sendReceipted(name, n, rc)
         return sendVia(
           order,
           0,

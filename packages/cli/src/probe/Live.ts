@@ -26,6 +26,15 @@ export interface Figures {
   readonly resentPairs: Readonly<Record<string, number>>
   /** Pending notifications the resend could not send (no path took them, or unstamped). */
   readonly resendFailed: number
+  /** The initiator's `Undelivered` events (delivery receipts; 0 without them), in all and by reason. */
+  readonly undelivered: number
+  readonly undeliveredBy: Readonly<Record<string, number>>
+  /** Notifications the initiator's ledger still held without a receipt (delivery receipts). */
+  readonly unreceipted: number
+  /** Notifications the initiator's ledger sent over the control plane (delivery receipts: no slot, or no receipt). */
+  readonly ledgerSent: number
+  /** The initiator's notify channels rebuilt after a failed QP (delivery receipts: the RDMA path came back). */
+  readonly rebuilt: number
   /** Seconds since the row's processes started. */
   readonly elapsed: number
 }
@@ -39,6 +48,11 @@ export const noFigures: Figures = {
   resentVia: { nicPair: 0, tcp: 0, controlPlane: 0 },
   resentPairs: {},
   resendFailed: 0,
+  undelivered: 0,
+  undeliveredBy: {},
+  unreceipted: 0,
+  ledgerSent: 0,
+  rebuilt: 0,
   elapsed: 0
 }
 
@@ -59,6 +73,11 @@ export const combine = (initiator: Omit<Figures, "elapsed">, receiver: Omit<Figu
   resentVia: initiator.resentVia,
   resentPairs: initiator.resentPairs,
   resendFailed: initiator.resendFailed,
+  undelivered: initiator.undelivered,
+  undeliveredBy: initiator.undeliveredBy,
+  unreceipted: initiator.unreceipted,
+  ledgerSent: initiator.ledgerSent,
+  rebuilt: initiator.rebuilt,
   elapsed
 })
 
@@ -88,6 +107,10 @@ export const explain = (f: Figures): string => {
   return [
     `${r} resent${paths.length > 0 ? ` (${paths.join(", ")})` : ""}`,
     f.resendFailed > 0 ? `${f.resendFailed} not resent` : undefined,
+    f.undelivered > 0 ? `${f.undelivered} undelivered (${by(f.undeliveredBy)})` : undefined,
+    f.unreceipted > 0 ? `${f.unreceipted} awaiting a receipt` : undefined,
+    f.ledgerSent > 0 ? `${f.ledgerSent} sent by the receipts' ledger over the control plane` : undefined,
+    f.rebuilt > 0 ? `${f.rebuilt} notify channel${f.rebuilt === 1 ? "" : "s"} rebuilt` : undefined,
     `${f.duplicatesDropped} duplicates dropped`,
     `${fb} fell back${fb > 0 ? ` (${by(f.fallbacksVia)})` : ""}`
   ]

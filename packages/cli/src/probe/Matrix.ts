@@ -8,6 +8,7 @@
 import { Effect, Either, Exit, Fiber } from "effect"
 import { type Child, type ChildFailure, spawnChild } from "./Children.js"
 import { combine, type Figures, fallbacks, noFigures, resent } from "./Live.js"
+import { restartRow } from "./Restart.js"
 
 /** An arm of the matrix: `legacy` is TENT `main` (`Series.legacy`); `series` is the RFC's Layers. */
 export type Arm = "legacy" | "series"
@@ -15,7 +16,7 @@ export type Arm = "legacy" | "series"
  * A row's scenario: the RFC's six, numbered as in its Motivation table, recovery, and the resend storm (the receiver's
  * notify QP forced to ERR after every 200 notifications: resends cross the next fault).
  */
-export type Scenario = 1 | 2 | 3 | 4 | 5 | 6 | "recovery" | "storm"
+export type Scenario = 1 | 2 | 3 | 4 | 5 | 6 | "recovery" | "storm" | "restart"
 
 /**
  * How a frozen peer is frozen. `application`: its engine stops polling its CQs and its control-plane server stops
@@ -44,7 +45,8 @@ export const entries: ReadonlyArray<Entry> = [
     scenario,
     freeze: frozenScenarios.includes(scenario) ? ("application" as const) : null
   })),
-  ...frozenScenarios.map((scenario) => ({ scenario, freeze: "host" as const }))
+  ...frozenScenarios.map((scenario) => ({ scenario, freeze: "host" as const })),
+  { scenario: "restart", freeze: null }
 ]
 
 /** An entry's name for `--only` and the live lines: `4`, …, `recovery`; the host-freeze rows `4-host`, …. */
@@ -59,7 +61,8 @@ export const titles: Record<Scenario, string> = {
   5: "Frozen peer, submitTransfer",
   6: "Peer freezes mid-stream while the initiator sends",
   recovery: "Frozen peer resumes: time until a notification gets through",
-  storm: "Resend storm: receiver's notify QP forced to ERR after every 200 notifications"
+  storm: "Resend storm: receiver's notify QP forced to ERR after every 200 notifications",
+  restart: "Receiver killed mid-stream (SIGKILL) and restarted on the same address and segment name"
 }
 
 /** A row's title: the RFC's wording, and how the peer was frozen. */
@@ -88,6 +91,19 @@ export interface Row extends RowResult {
   readonly resentPairs: Readonly<Record<string, number>>
   /** Pending notifications the resend could not send. */
   readonly resendFailed: number
+  /** The initiator's `Undelivered` events (delivery receipts), in all and by reason. */
+  readonly undelivered: number
+  readonly undeliveredBy: Readonly<Record<string, number>>
+  /** Notifications the initiator's ledger still held without a receipt when the row ended. */
+  readonly unreceipted: number
+  /** Notifications the initiator's ledger sent over the control plane; notify channels it rebuilt. */
+  readonly ledgerSent: number
+  readonly rebuilt: number
+  /**
+   * Calls that returned ok and were neither received nor reported: `ok − received − undelivered` (at least 0). The
+   * promise is 0: an ok call ends received or as an `Undelivered` event.
+   */
+  readonly silent: number
   /** Seconds from the start of the row's two processes to its end. */
   readonly elapsed: number
 }
@@ -122,6 +138,16 @@ export interface RowResult {
   readonly seconds: ReadonlyArray<number>
   /** What else the probe saw, for a person. */
   readonly note: string
+  /**
+   * A row that counts by seq from its receivers' own logs (`restart`): its silent and undelivered figures, which
+   * {@link runRow} then takes instead of the children's live figures.
+   */
+  readonly counted?: {
+    readonly silent: number
+    readonly undelivered: number
+    readonly undeliveredBy: Readonly<Record<string, number>>
+    readonly elapsed: number
+  }
 }
 
 /** The timing of a run: what `--quick` scales. */
@@ -579,7 +605,13 @@ export const runRow = (entry: Entry, arm: Arm, plan: Plan, live: Live): Effect.E
         resentVia: last.resentVia,
         resentPairs: last.resentPairs,
         resendFailed: last.resendFailed,
-        elapsed: Math.round(last.elapsed * 10) / 10
+        undelivered: result.counted?.undelivered ?? last.undelivered,
+        undeliveredBy: result.counted?.undeliveredBy ?? last.undeliveredBy,
+        unreceipted: last.unreceipted,
+        ledgerSent: last.ledgerSent,
+        rebuilt: last.rebuilt,
+        silent: result.counted?.silent ?? Math.max(0, result.ok - result.received - last.undelivered),
+        elapsed: Math.round((result.counted?.elapsed ?? last.elapsed) * 10) / 10
       })
     )
   })
@@ -688,5 +720,35 @@ const rowResult = (entry: Entry, arm: Arm, plan: Plan, live: RowLive): Effect.Ef
       return frozenTransfer(freeze, arm, plan, live)
     case "recovery":
       return recovery(freeze, arm, plan, live)
+    case "restart":
+      return Effect.map(
+        restartRow({
+          arm,
+          config: nodeConfig(plan),
+          count: plan.count,
+          everyMs: 5,
+          settleMs: plan.quick ? 30_000 : 60_000,
+          report: live.report
+        }),
+        (r): RowResult => ({
+          scenario: "restart",
+          freeze: null,
+          arm,
+          sent: r.sent,
+          ok: r.ok,
+          failed: r.failed,
+          notAttempted: r.notAttempted,
+          inFlightAtFault: -1,
+          closedInFlight: 0,
+          completedWhileFrozen: -1,
+          received: r.received,
+          end: true,
+          unknownQp: 0,
+          duplicates: r.duplicates,
+          seconds: [r.maxCallMs / 1000, r.lastUndeliveredS, r.rdmaBackS],
+          note: r.note,
+          counted: { silent: r.silent, undelivered: r.undelivered, undeliveredBy: r.undeliveredBy, elapsed: r.elapsed }
+        })
+      )
   }
 }

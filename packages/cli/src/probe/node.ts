@@ -15,6 +15,7 @@
  *
  * @since 0.1.0
  */
+import { appendFileSync } from "node:fs"
 import { createInterface } from "node:readline"
 import { Dedup, Diagnostics, EngineConfig, Series, TransferEngine } from "@tent/core"
 import { RailHealth } from "@tent/health"
@@ -27,6 +28,11 @@ interface Options {
   readonly arm: "legacy" | "series"
   readonly config: unknown
   readonly segmentSize: number
+  /**
+   * Receiver: a file to which every stamped notification it admits is appended at once (`seq at rdma`: its seq, the
+   * wall-clock ms, and how many had come over RDMA before it), so a process killed mid-row leaves what it received.
+   */
+  readonly logFile?: string
 }
 
 if (process.env.TENT_PROBE_CHILD !== "1") {
@@ -93,7 +99,21 @@ const program = Effect.gen(function* () {
   const counter = new Stamp.Counter()
   if (opts.role === "receiver") {
     yield* Effect.forkDaemon(Stream.runForEach(engine.notifications, (n) => Effect.sync(() => counter.add(n))))
+    const logFile = opts.logFile
+    if (logFile !== undefined) {
+      yield* engine.subscribe((n) => {
+        const d = Stamp.decode(n)
+        if (d._tag === "Stamp") appendFileSync(logFile, `${d.seq} ${Date.now()} ${rdma.received}\n`)
+      })
+    }
   }
+  // Initiator: the seqs of its probe notifications the engine reported undelivered (delivery receipts), by reason.
+  const undelivered: Array<readonly [number, string, number]> = []
+  yield* engine.onUndelivered((u) => {
+    const d = Stamp.decode({ name: u.name, msg: u.msg })
+    if (d._tag === "Stamp") undelivered.push([d.seq, u.reason, Date.now()])
+  })
+  const paced = { ok: [] as Array<number>, failed: 0, maxCallMs: 0, done: false, sentAt: [] as Array<number> }
 
   // Initiator state.
   const progress = {
@@ -144,7 +164,17 @@ const program = Effect.gen(function* () {
             resentPairs: counterSeries("tent_resend_pair_attempts_total", (t) =>
               t.outcome === "sent" ? `${t.local_nic}→${t.peer_nic}` : undefined
             ),
-            fallbacksVia: counterSeries("tent_fallbacks_total", (t) => `${t.from}→${t.to}`)
+            fallbacksVia: counterSeries("tent_fallbacks_total", (t) => `${t.from}→${t.to}`),
+            undelivered: Object.values(diagnostics.counters.receipts?.undelivered ?? {}).reduce((a, b) => a + b, 0),
+            undeliveredBy: Object.fromEntries(
+              Object.entries(diagnostics.counters.receipts?.undelivered ?? {}).filter(([, n]) => n > 0)
+            ),
+            ledgerSent: diagnostics.counters.receipts?.resent ?? 0,
+            rebuilt: rdma.rebuilt,
+            unreceipted:
+              (diagnostics.counters.receipts?.accepted ?? 0) -
+              (diagnostics.counters.receipts?.receipted ?? 0) -
+              Object.values(diagnostics.counters.receipts?.undelivered ?? {}).reduce((a, b) => a + b, 0)
           }
         case "counts":
           return {
@@ -378,6 +408,43 @@ const program = Effect.gen(function* () {
           const t = req.t as number
           const seq = loopStartedAt.findIndex((x) => x >= t)
           return { seq: seq === -1 ? null : seq }
+        }
+        case "paced": {
+          // `count` standalone notifications, one every `everyMs`, each call timed; which returned ok, by seq.
+          const target = req.target as string
+          const session = req.session as number
+          const count = req.count as number
+          const everyMs = req.everyMs as number
+          yield* Effect.forkDaemon(
+            Effect.gen(function* () {
+              for (let seq = 0; seq < count; seq++) {
+                const t0 = performance.now()
+                paced.sentAt.push(Date.now())
+                const r = yield* Effect.either(engine.sendNotification(target, Stamp.stamp(session, seq, "standalone")))
+                paced.maxCallMs = Math.max(paced.maxCallMs, performance.now() - t0)
+                if (r._tag === "Right") paced.ok.push(seq)
+                else paced.failed++
+                yield* Effect.sleep(everyMs)
+              }
+              paced.done = true
+            })
+          )
+          return { ok: true }
+        }
+        case "pacedResult": {
+          const r = diagnostics.counters.receipts
+          const ended = r === undefined ? 0 : r.receipted + Object.values(r.undelivered).reduce((a, b) => a + b, 0)
+          return {
+            done: paced.done,
+            attempted: paced.ok.length + paced.failed,
+            ok: req.full === true ? paced.ok : paced.ok.length,
+            failed: paced.failed,
+            maxCallMs: Math.round(paced.maxCallMs),
+            undelivered: undelivered,
+            unreceipted: r === undefined ? 0 : r.accepted - ended,
+            rdmaSent: rdma.sent,
+            rebuilt: rdma.rebuilt
+          }
         }
         case "stopLoop":
           if (loop !== undefined) yield* Fiber.interrupt(loop)

@@ -140,6 +140,14 @@ export class Ledger {
     return this.enabled && peerProto >= PROTO
   }
 
+  /**
+   * Whether `segment` was seen to offer receipts (an incarnation learnt from it), even if no endpoint to it is left:
+   * notifications to it keep going through the ledger while it is unreachable.
+   */
+  known(segment: string): boolean {
+    return this.enabled && (this.destinations.get(segment)?.incarnation ?? 0n) !== 0n
+  }
+
   destination(segment: string): Destination {
     let d = this.destinations.get(segment)
     if (d === undefined) {

@@ -36,6 +36,11 @@ const figuresOf = (r: Row): Figures => ({
   resentVia: r.resentVia,
   resentPairs: r.resentPairs,
   resendFailed: r.resendFailed,
+  undelivered: r.undelivered,
+  undeliveredBy: r.undeliveredBy,
+  unreceipted: r.unreceipted,
+  ledgerSent: r.ledgerSent,
+  rebuilt: r.rebuilt,
   elapsed: r.elapsed
 })
 
@@ -47,6 +52,7 @@ const cell = (r: Row) => {
     r.arm,
     `${r.received}/${r.sent}`,
     `${r.ok}/${r.failed}/${r.notAttempted}`,
+    String(r.silent),
     String(r.duplicates),
     explain(figuresOf(r)),
     t === "" ? "-" : t,
@@ -62,6 +68,7 @@ export const table = (rows: ReadonlyArray<Row>): string => {
     "arm",
     "received/sent",
     "ok/failed/not attempted",
+    "silent",
     "duplicates",
     "resent, dropped, fell back",
     "seconds",
@@ -158,7 +165,7 @@ export const run = (o: ProbeOptions) =>
         rows.push(row)
         if (!o.json)
           yield* Console.log(
-            `  ${name} ${arm}: ${row.received}/${row.sent} received (${row.ok} ok, ${row.failed} failed, ${row.notAttempted} not attempted), ${row.duplicates} duplicates, ${row.seconds.join(" s, ")}${row.seconds.length > 0 ? " s" : ""}; ${explain(figuresOf(row))}; ${row.elapsed} s`
+            `  ${name} ${arm}: ${row.received}/${row.sent} received (${row.ok} ok, ${row.failed} failed, ${row.notAttempted} not attempted), ${row.silent} silent, ${row.duplicates} duplicates, ${row.seconds.join(" s, ")}${row.seconds.length > 0 ? " s" : ""}; ${explain(figuresOf(row))}; ${row.elapsed} s`
           )
       }
     }
