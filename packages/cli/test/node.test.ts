@@ -21,6 +21,8 @@ describe("serve, send, recv, transfer across processes", () => {
 
     const sent = await run(["send", ready.address, "hello", "from send"])
     expect(sent.code, sent.stderr).toBe(0)
+    // Both nodes offer delivery receipts (the series' default): send waits for the receipt and says so.
+    expect(sent.stdout).toContain("receipted in")
     const hello = JSON.parse(await serve.line((l) => l.includes('"hello"'), 20_000)) as Record<string, string>
     expect(hello).toMatchObject({ name: "hello", msg: "from send" })
 

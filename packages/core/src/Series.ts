@@ -12,8 +12,10 @@
  * | {@link DescriptorPolicy} | `StaleClassifier` (DescriptorPolicy.ts) | 5 | yes (peer registry and Redis: `metadata_type`) |
  * | {@link Dedup} | `Dedup` (Dedup.ts), over `CtrlFrame` and the replay window | 6 | yes (typed frames, the window) |
  * | {@link Resend} | `Resend` (Resend.ts), over a notification-path `RailHealth` of its own | 7 | yes |
+ * | {@link Receipts} | `Receipts` (Receipts.ts), the ledger and ack table in `internal/Ledger.ts` | past the RFC | yes |
  *
- * {@link all} is the series as far as it is built; {@link fromConfig} selects each PR with the RFC's keys.
+ * {@link all} is everything built (the seven and the receipts), {@link rfc} the RFC's seven alone; {@link fromConfig}
+ * selects each with its key.
  *
  * @since 0.1.0
  */

@@ -35,8 +35,24 @@ export const run = (o: SendOptions) =>
       yield* checkPeer(o, o.peer)
       const { engine, diagnostics } = yield* makeNode(o)
       const t0 = performance.now()
-      yield* engine.sendNotification(o.peer, makeNotification(o.name, o.msg))
+      // Waits for the receipt when the peer offers receipts (delivery receipts); otherwise until the notify SEND is
+      // acknowledged, and says the delivery is not confirmed.
+      const outcome = yield* Effect.either(engine.sendNotificationReceipted(o.peer, makeNotification(o.name, o.msg)))
+      const ms = () => (performance.now() - t0).toFixed(1)
+      if (outcome._tag === "Right") {
+        yield* Console.log(`sent ${o.name} to ${o.peer}: receipted in ${ms()} ms`)
+        return
+      }
+      const e = outcome.left
+      if (e._tag !== "Undelivered") return yield* Effect.fail(e)
+      if (e.reason !== "Unconfirmed") {
+        return yield* Effect.fail(
+          new CliFailure(`${o.name} was accepted but not delivered (${e.reason}): ${e.message}`)
+        )
+      }
       yield* drained(diagnostics, o.peer)
-      yield* Console.log(`sent ${o.name} to ${o.peer} in ${(performance.now() - t0).toFixed(1)} ms`)
+      yield* Console.log(
+        `sent ${o.name} to ${o.peer} in ${ms()} ms (the peer offers no delivery receipts: its NIC acknowledged the send; delivery is not confirmed)`
+      )
     })
   ).pipe(failWith("send", o.peer))
