@@ -86,7 +86,7 @@ export const defaults = {
   maxUnreceipted: 65_536,
   ackEvery: 32,
   ackDelayMs: 1,
-  acceptWithinMs: 1000
+  acceptWithinMs: 900
 } as const
 
 /** TENT `main` and the RFC's series: no receipts. */

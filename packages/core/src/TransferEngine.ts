@@ -206,7 +206,9 @@ export const make = Effect.gen(function* () {
   const byName = new Map<string, number>([[segmentName, LOCAL_SEGMENT_ID]])
   const openSegment = (name: string): Effect.Effect<SegmentHandle, InvalidEntry | TransportFailure> => {
     if (name === "" || name === segmentName) return Effect.succeed(LOCAL_SEGMENT_ID)
-    return Effect.map(cache.get(name), () => {
+    return Effect.map(cache.get(name), (desc) => {
+      // A peer whose descriptor says it offers receipts is sent to through the ledger from the first notification.
+      receipts.learn(name, desc.notify_incarnation)
       const known = byName.get(name)
       if (known !== undefined) return known
       const id = handles.size

@@ -7,10 +7,11 @@
  */
 import { createServer } from "node:net"
 import { describe, expect, it } from "@effect/vitest"
+import { RailHealth } from "@tent/health"
 import { makeNotification, type Notification } from "@tent/rpc"
 import { Context, Effect, Layer, Stream } from "effect"
 import type { ConfigError } from "effect/ConfigError"
-import { Diagnostics, Receipts, Series, TransferEngine } from "../src/index.js"
+import { Diagnostics, Receipts, Resend, Series, TransferEngine } from "../src/index.js"
 import { Ledger } from "../src/internal/Ledger.js"
 import { fixture, spawnChild } from "./fixtures/child.js"
 import { engineLayer, payload } from "./fixtures/engine.js"
@@ -113,6 +114,20 @@ const inProcess = (json: unknown, series: Layer.Layer<Series.Policies, ConfigErr
   }))
 
 describe("two engines in this process", () => {
+  it.scopedLive("a notification the peer refuses is Rejected (red with Series.rfc: the call fails instead)", () =>
+    Effect.gen(function* () {
+      const a = yield* inProcess({}, Series.all)
+      const b = yield* inProcess({ rpc: { max_notify_bytes: 100_000 } }, Series.all)
+      yield* a.engine.sendNotification(b.engine.segmentName, n(0))
+      // Larger than a notify slot: the ledger's worker carries it with a Notify, which the peer refuses.
+      const big = makeNotification("big", new Uint8Array(150_000))
+      const r = yield* Effect.flip(a.engine.sendNotificationReceipted(b.engine.segmentName, big))
+      expect(r._tag).toBe("Undelivered")
+      expect((r as Receipts.Undelivered).reason).toBe("Rejected")
+      expect(a.diag.counters.receipts?.undelivered.Rejected).toBe(1)
+    })
+  )
+
   it.scopedLive("every notification is receipted; acks are paced (red with Series.rfc: no receipts)", () =>
     Effect.gen(function* () {
       const a = yield* inProcess({}, Series.all)
@@ -196,6 +211,55 @@ const outcome = (
   const r = a.diag.counters.receipts
   return { ok, receipted: r?.receipted ?? 0, undelivered: events.length, reasons: events.map((u) => u.reason) }
 }
+
+describe("the reasons of the RFC's resend, reported (peers without receipts)", () => {
+  const channel = (pending: ReadonlyArray<Resend.PendingNotification>): Resend.RetiringChannel => ({
+    segment: "C",
+    localNic: "mlx0",
+    peerNicPath: "C@mlx0",
+    cause: "disable",
+    pending
+  })
+  const failing: Resend.ResendPaths = {
+    nicPairs: () => Effect.succeed([{ localNic: "mlx0", peerNic: "mlx0" }]),
+    viaNicPair: () => Effect.fail("down"),
+    viaTcp: () => Effect.fail("down"),
+    viaControlPlane: () => Effect.fail("down")
+  }
+  const given = (resend: Resend.ResendShape) =>
+    Effect.gen(function* () {
+      const l = new Ledger(Receipts.make(), 7n, undefined)
+      const got: Array<Receipts.UndeliveredReason> = []
+      l.onUndelivered((u) => got.push(u.reason))
+      const paths: Resend.ResendPaths = {
+        ...failing,
+        giveUp: (segment, p, reason) => l.reportGiveUp(segment, p.notification, p.stamp, reason)
+      }
+      yield* resend.onRetire(
+        channel([
+          { notification: n(1), stamp: { session: 7n, seq: 1n }, peerProto: 1 },
+          { notification: n(2), stamp: undefined, peerProto: 0 }
+        ]),
+        paths
+      )
+      return got
+    })
+
+  it.effect(
+    "a stamped entry no path took is Unconfirmed, an unstamped one NotResendable (red with Resend.legacy)",
+    () =>
+      Effect.gen(function* () {
+        const resend = Resend.makeSeries(yield* RailHealth.make())
+        expect(yield* given(resend)).toEqual(["Unconfirmed", "NotResendable"])
+      })
+  )
+
+  it.effect("the legacy resend gives nothing up, and says nothing (the negative control's outcome)", () =>
+    Effect.gen(function* () {
+      expect(yield* given(Resend.legacy)).toEqual([])
+    })
+  )
+})
 
 describe("a peer in another process", () => {
   it.scopedLive(

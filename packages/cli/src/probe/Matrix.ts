@@ -459,7 +459,17 @@ const frozenSends = (freeze: Freeze, arm: Arm, plan: Plan, live: RowLive): Effec
         )
         .pipe(Effect.ensuring(Effect.ignore(setFrozen(r, freeze, false))))
       yield* Effect.sleep(500)
-      const c = yield* r.request<Counts>({ cmd: "counts" })
+      // With delivery receipts a call to the frozen peer returns once its notification is accepted: the row waits
+      // (bounded) for each accepted one to end, received or reported, once the peer runs again.
+      const okCalls = reply.calls.filter((x) => x.error === null).length
+      const deadline = Date.now() + rpcTimeout(plan) * 2 + 15_000
+      let c = yield* r.request<Counts>({ cmd: "counts" })
+      while (c.received < okCalls && Date.now() < deadline) {
+        const f = yield* childFigures(i, 5000)
+        if (c.received + f.undelivered >= okCalls) break
+        yield* Effect.sleep(200)
+        c = yield* r.request<Counts>({ cmd: "counts" })
+      }
       const errors = reply.calls.map((x) => x.error ?? "ok").join(", ")
       return {
         scenario: 4,

@@ -249,6 +249,16 @@ export class Ledger {
     d.trim()
   }
 
+  /**
+   * What a fetched descriptor says of `segment`: its incarnation, when it offers receipts. Taken only while none is
+   * known (a cached descriptor may be older than what a bootstrap or a refusal told).
+   */
+  learn(segment: string, incarnation: string | undefined): void {
+    if (!this.enabled || incarnation === undefined) return
+    if ((this.destinations.get(segment)?.incarnation ?? 0n) !== 0n) return
+    this.onIncarnation(segment, parseIncarnation(incarnation))
+  }
+
   /** Ends `e` as undelivered for `reason`. */
   fail(d: Destination, e: Entry, reason: UndeliveredReason, message: string): void {
     if (e.done) return

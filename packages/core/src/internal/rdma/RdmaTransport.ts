@@ -289,6 +289,7 @@ export const make = Effect.gen(function* () {
 
   const targetOf = (segment: string) =>
     cache.withSegment(segment, (desc) => {
+      receipts.learn(segment, desc.notify_incarnation)
       const nic = desc.devices[0]?.name
       return nic === undefined || desc.rpc_server_addr === "" || desc.name === ""
         ? Effect.fail(new NeedsRefreshCache({ segment, message: "segment has no RDMA device or RPC address" }))
