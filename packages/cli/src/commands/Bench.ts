@@ -1,7 +1,7 @@
 /**
- * `tent bench [verbs|rpc|engine|all]`: runs the benchmark suites (each figure beside a floor measured in the same
- * run). A suite lives in its package: `packages/verbs/bench/verbs.ts`, `packages/rpc/bench/rpc.ts`,
- * `packages/core/bench/engine.ts`, each exporting `run({ quick, log })`.
+ * `tent bench [verbs|rpc|engine|receipts|cli|all]`: runs the benchmark suites (each figure beside a floor measured in
+ * the same run). A suite lives in its package: `packages/verbs/bench/verbs.ts`, `packages/rpc/bench/rpc.ts`,
+ * `packages/core/bench/engine.ts`, `packages/core/bench/receipts.ts`, each exporting `run({ quick, log })`.
  * The body (`run/Bench.ts`) is loaded when the command runs.
  *
  * @since 0.1.0
@@ -10,13 +10,14 @@ import { Args, Command, Options } from "@effect/cli"
 import { lazy } from "../Render.js"
 
 /** Each suite and the package that holds it. */
-export const suites = { verbs: "verbs", rpc: "rpc", engine: "core", cli: "cli" } as const
+export const suites = { verbs: "verbs", rpc: "rpc", engine: "core", receipts: "core", cli: "cli" } as const
 
 export const options = {
   suite: Args.choice([
     ["verbs", "verbs"],
     ["rpc", "rpc"],
     ["engine", "engine"],
+    ["receipts", "receipts"],
     ["cli", "cli"],
     ["all", "all"]
   ] as const).pipe(

@@ -276,6 +276,22 @@ type ChildFigures = Omit<Figures, "elapsed">
 const childFigures = (c: Child, timeoutMs: number) => c.request<ChildFigures>({ cmd: "figures" }, timeoutMs)
 
 const s = (ms: number) => Math.round(ms) / 1000
+
+/**
+ * The receiver's counts once every notification the initiator accepted (`ok` calls) has ended: received, or reported
+ * `Undelivered`, and none left awaiting a receipt (delivery receipts: a call returns once its notification is
+ * accepted, and the ledger delivers it when the peer runs again). Bounded: two control-plane timeouts and 15 s.
+ */
+const settle = (r: Child, i: Child, ok: number, plan: Plan): Effect.Effect<Counts, ChildFailure> =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + rpcTimeout(plan) * 2 + 15_000
+    for (;;) {
+      const c = yield* r.request<Counts>({ cmd: "counts" })
+      const f = yield* childFigures(i, 5000)
+      if ((c.received + f.undelivered >= ok && f.unreceipted === 0) || Date.now() >= deadline) return c
+      yield* Effect.sleep(200)
+    }
+  })
 const session = () => (Math.random() * 0xffffffff) >>> 0
 
 /**
@@ -459,17 +475,7 @@ const frozenSends = (freeze: Freeze, arm: Arm, plan: Plan, live: RowLive): Effec
         )
         .pipe(Effect.ensuring(Effect.ignore(setFrozen(r, freeze, false))))
       yield* Effect.sleep(500)
-      // With delivery receipts a call to the frozen peer returns once its notification is accepted: the row waits
-      // (bounded) for each accepted one to end, received or reported, once the peer runs again.
-      const okCalls = reply.calls.filter((x) => x.error === null).length
-      const deadline = Date.now() + rpcTimeout(plan) * 2 + 15_000
-      let c = yield* r.request<Counts>({ cmd: "counts" })
-      while (c.received < okCalls && Date.now() < deadline) {
-        const f = yield* childFigures(i, 5000)
-        if (c.received + f.undelivered >= okCalls) break
-        yield* Effect.sleep(200)
-        c = yield* r.request<Counts>({ cmd: "counts" })
-      }
+      const c = yield* settle(r, i, reply.calls.filter((x) => x.error === null).length, plan)
       const errors = reply.calls.map((x) => x.error ?? "ok").join(", ")
       return {
         scenario: 4,
@@ -566,7 +572,7 @@ const recovery = (freeze: Freeze, arm: Arm, plan: Plan, live: RowLive): Effect.E
         closedInFlight: number
       }>({ cmd: "stopLoop" })
       yield* Effect.sleep(500)
-      const c = yield* r.request<Counts>({ cmd: "counts" })
+      const c = yield* settle(r, i, sent - failed, plan)
       const queued =
         first !== null && fresh !== null && first < fresh
           ? `; notifications sent during the freeze began arriving ${s(first - t0)} s after the resume`
