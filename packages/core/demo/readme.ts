@@ -4,10 +4,10 @@ import { SoftVerbs } from "@tent/verbs"
 import { Context, Effect, Layer, Stream } from "effect"
 import { EngineConfig, Series, TransferEngine } from "../src/index.js"
 
-// An engine on two SoftVerbs devices, TENT `main`'s behaviour (Series.legacy), config from JSON.
+// An engine on two SoftVerbs devices with the whole series (Series.all), config from JSON.
 const engine = (nic: string) =>
   TransferEngine.layer.pipe(
-    Layer.provide([SoftVerbs.layer({ devices: [{ name: `${nic}0` }, { name: `${nic}1` }] }), Series.legacy]),
+    Layer.provide([SoftVerbs.layer({ devices: [{ name: `${nic}0` }, { name: `${nic}1` }] }), Series.all]),
     Layer.provide(RailHealth.layerConfig),
     Layer.provide(EngineConfig.layerProvider({ json: { transports: { rdma: { num_lanes: 2 } } } })),
     Layer.build,
