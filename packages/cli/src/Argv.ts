@@ -11,6 +11,7 @@
 import { statSync } from "node:fs"
 import type { EngineConfig } from "@tent/core"
 import * as Option from "effect/Option"
+import { type AddressOptions, controlHost } from "./Addresses.js"
 import type { DevicesOptions } from "./commands/Devices.js"
 import type { SendOptions } from "./commands/Send.js"
 
@@ -23,8 +24,11 @@ export const providers = ["soft", "ibverbs"] as const
 /** `--arm`'s choices, the default first. */
 export const arms = ["series", "legacy"] as const
 
-/** What the options every node command shares (`--config`, `--provider`, `--arm`, `--soft-devices`) parse to. */
-export interface NodeOptions {
+/**
+ * What the options every node command shares (`--config`, `--provider`, `--arm`, `--soft-devices`, and where it
+ * binds: `--host`, `--device-hosts`) parse to.
+ */
+export interface NodeOptions extends AddressOptions {
   readonly config: Option.Option<string>
   readonly provider: (typeof providers)[number]
   readonly arm: (typeof arms)[number]
@@ -40,12 +44,18 @@ export const softDeviceNames = (o: Pick<NodeOptions, "softDevices">): ReadonlyAr
     .filter((s) => s.length > 0)
 }
 
-/** The configuration source of these options: the file (if any) and this process's environment. */
-export const configSource = (o: Pick<NodeOptions, "config">): EngineConfig.ConfigSource =>
-  Option.match(o.config, {
-    onNone: () => ({ env: process.env }),
-    onSome: (file) => ({ file, env: process.env })
+/**
+ * The configuration source of these options: the file (if any) and this process's environment; `--host` sets
+ * `rpc_server_hostname` over both (as `RPC_SERVER_HOSTNAME` would).
+ */
+export const configSource = (o: Pick<NodeOptions, "config" | "host">): EngineConfig.ConfigSource => {
+  const host = controlHost(o)
+  const env = host === undefined ? process.env : { ...process.env, RPC_SERVER_HOSTNAME: host }
+  return Option.match(o.config, {
+    onNone: () => ({ env }),
+    onSome: (file) => ({ file, env })
   })
+}
 
 /** A command line {@link readHot} read: the command and its options, as the parser would have given them. */
 export type Hot =
@@ -68,13 +78,16 @@ const valued: Record<Hot["command"], Record<string, ReadonlyArray<string> | unde
     "--config": undefined,
     "--provider": providers,
     "--arm": arms,
-    "--soft-devices": undefined
+    "--soft-devices": undefined,
+    "--host": undefined,
+    "--device-hosts": undefined
   }
 }
 
 /**
  * Reads `args` (the arguments after `tent`) when they are `devices [--json] [--config FILE] [--soft-devices LIST]` or
- * `send [--config FILE] [--provider soft|ibverbs] [--arm series|legacy] [--soft-devices LIST] PEER NAME MSG`: each
+ * `send [--config FILE] [--provider soft|ibverbs] [--arm series|legacy] [--soft-devices LIST] [--host HOST]
+ * [--device-hosts LIST] PEER NAME MSG`: each
  * option once, spelled so, before the positional arguments, every value non-empty and not starting with `-`, FILE an
  * existing file. Anything else is `undefined`: the parser reads it.
  */
@@ -119,6 +132,8 @@ export const readHot = (
       provider: (values.get("--provider") ?? providers[0]) as NodeOptions["provider"],
       arm: (values.get("--arm") ?? arms[0]) as NodeOptions["arm"],
       softDevices,
+      host: Option.fromNullable(values.get("--host")),
+      deviceHosts: Option.fromNullable(values.get("--device-hosts")),
       peer,
       name,
       msg

@@ -1,6 +1,7 @@
 /**
  * One engine node for the ad hoc commands (`serve`, `send`, `recv`, `transfer`): `TransferEngine.layer` over the
- * chosen verbs provider (two SoftVerbs devices on 127.0.0.1 by default), the RFC's series as the configuration selects
+ * chosen verbs provider (two SoftVerbs devices on 127.0.0.1 by default; `--host` and `--device-hosts` choose where the
+ * control plane and each device bind, `Addresses.ts`), the RFC's series as the configuration selects
  * it (`Series.fromConfig`: `notification/rpc_fallback`, …) or, with `--arm legacy`, TENT `main`'s (`Series.legacy`),
  * `RailHealth` from the same configuration, and the configuration itself from `--config FILE` (TENT's
  * `transfer-engine.json`) and the environment (`MC_TENT_CONF`, TENT's `MC_*` variables, every key in constant case).
@@ -12,17 +13,28 @@ import { RailHealth } from "@tent/health"
 import { parseAddress } from "@tent/rpc"
 import { Ibverbs, SoftVerbs, type Verbs } from "@tent/verbs"
 import { type ConfigError, Context, Effect, Layer, type Scope } from "effect"
+import { deviceAddresses } from "./Addresses.js"
 import { configSource, type NodeOptions, softDeviceNames } from "./Argv.js"
 import { UsageFailure } from "./Render.js"
 
 export { configSource, defaultSoftDevices, type NodeOptions, softDeviceNames } from "./Argv.js"
 
-/** The verbs provider of these options. */
-export const verbsLayer = (o: NodeOptions): Layer.Layer<Verbs, import("@tent/verbs").RdmaError> =>
+/**
+ * The verbs provider of these options. SoftVerbs devices bind `--device-hosts`' addresses, else the control plane's
+ * host (`--host`, or the configuration's `rpc_server_hostname`) when it is an IPv4 address, else 127.0.0.1.
+ */
+export const verbsLayer = (
+  o: NodeOptions
+): Layer.Layer<Verbs, import("@tent/verbs").RdmaError | UsageFailure | ConfigError.ConfigError> =>
   o.provider === "ibverbs"
     ? Ibverbs.layerConfig()
-    : Layer.map(SoftVerbs.layer({ devices: softDeviceNames(o).map((name) => ({ name, host: "127.0.0.1" })) }), (c) =>
-        Context.omit(SoftVerbs.SoftVerbsControl)(c)
+    : Layer.unwrapEffect(
+        Effect.gen(function* () {
+          const settings = yield* Effect.provide(EngineConfig.EngineConfig, EngineConfig.layer(configSource(o)))
+          const devices = deviceAddresses(softDeviceNames(o), o, settings.rpcServerHostname)
+          if (typeof devices === "string") return yield* Effect.fail(new UsageFailure(devices))
+          return Layer.map(SoftVerbs.layer({ devices }), (c) => Context.omit(SoftVerbs.SoftVerbsControl)(c))
+        })
       )
 
 /** A node: its engine and the engine's `Diagnostics`. */

@@ -1,5 +1,6 @@
 /**
- * The options every node command shares (`--config`, `--provider`, `--arm`, `--soft-devices`) as @effect/cli options.
+ * The options every node command shares (`--config`, `--provider`, `--arm`, `--soft-devices`, `--host`,
+ * `--device-hosts`) as @effect/cli options.
  * What they parse to, and what that means (device names, the configuration source), is in `Argv.ts`, which loads no
  * parser: `tent send` and `tent devices` read their common forms without it.
  *
@@ -31,6 +32,18 @@ export const nodeOptions = {
   softDevices: Options.text("soft-devices").pipe(
     Options.withDescription(
       `comma-separated SoftVerbs device names (default: TENT_SOFT_DEVICES or ${defaultSoftDevices.join(",")})`
+    ),
+    Options.optional
+  ),
+  host: Options.text("host").pipe(
+    Options.withDescription(
+      "interface the control plane binds (sets rpc_server_hostname; default 127.0.0.1); SoftVerbs devices bind it too unless --device-hosts says otherwise (an IPv4 address; else they bind 127.0.0.1)"
+    ),
+    Options.optional
+  ),
+  deviceHosts: Options.text("device-hosts").pipe(
+    Options.withDescription(
+      "NAME=IPv4,...: the address each SoftVerbs device binds (for example soft0=10.0.0.1,soft1=10.0.1.1: one rail per link); a device not named binds --host"
     ),
     Options.optional
   )
