@@ -212,6 +212,26 @@ const outcome = (
   return { ok, receipted: r?.receipted ?? 0, undelivered: events.length, reasons: events.map((u) => u.reason) }
 }
 
+describe("the RDMA path comes back", () => {
+  it.scopedLive(
+    "a disabled notify channel is rebuilt at the next send and notifications return to RDMA (red with Series.rfc: they stay on TCP)",
+    () =>
+      Effect.gen(function* () {
+        const a = yield* inProcess({}, Series.all)
+        const b = yield* inProcess({}, Series.all)
+        const to = b.engine.segmentName
+        for (let i = 0; i < 50; i++) yield* a.engine.sendNotification(to, payload("p", i))
+        expect(yield* a.diag.disableNotify(to)).toBeGreaterThan(0)
+        const sentBefore = a.diag.counters.rdma?.sent ?? 0
+        for (let i = 50; i < 250; i++) yield* a.engine.sendNotification(to, payload("p", i))
+        expect(yield* Effect.promise(() => waitCount(b.engine, 250))).toBe(250)
+        expect(a.diag.counters.rdma?.rebuilt).toBeGreaterThanOrEqual(1)
+        // at most a few went another way while the channel was rebuilt
+        expect((a.diag.counters.rdma?.sent ?? 0) - sentBefore).toBeGreaterThanOrEqual(180)
+      })
+  )
+})
+
 describe("the reasons of the RFC's resend, reported (peers without receipts)", () => {
   const channel = (pending: ReadonlyArray<Resend.PendingNotification>): Resend.RetiringChannel => ({
     segment: "C",

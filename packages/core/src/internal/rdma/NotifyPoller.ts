@@ -91,7 +91,7 @@ export const start = (options: {
   readonly receipts?: Ledger | undefined
 }): NotifyPoller => {
   const { cqs, table, delivery, dedup, retirement, counters } = options
-  const receipts = options.receipts !== undefined && options.receipts.enabled ? options.receipts : undefined
+  const receipts = options.receipts?.enabled === true ? options.receipts : undefined
   const wc = WorkCompletion.array(NOTIFY_POLL_BATCH)
   const frame = new DecodedFrame()
   const ack = new CtrlFrame.AckFields()

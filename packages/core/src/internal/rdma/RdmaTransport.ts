@@ -325,8 +325,10 @@ export const make = Effect.gen(function* () {
       // ledger holds what the old channel lost.
       if (ep.status === "READY" && !ep.connected && receipts.capable(ep.notify.peerProto)) {
         yield* resetConnection(ep, "reconnect")
-        ep = yield* getEndpoint(device, target, nic)
         counters.rebuilt++
+        // (The peer may refuse this first bootstrap while it retires its side of the old endpoint: then this send
+        // fails over to the ledger and the next one bootstraps again.)
+        ep = yield* getEndpoint(device, target, nic)
       }
       lastEndpoint.set(segment, ep)
       yield* Effect.zipRight(ep.notify.awaitSlot, post(ep, n))
