@@ -15,30 +15,26 @@
  */
 import { RailHealth } from "@tent/health"
 import type { InvalidEntry, Notification, ServerError, TransportFailure } from "@tent/rpc"
-import { DescriptorCache, Registry, RpcAgent, RpcConfig, Server } from "@tent/rpc"
+import { DescriptorCache, RpcAgent, RpcConfig } from "@tent/rpc"
 import { AccessFlags, type MemoryRegion, type RdmaError, SoftVerbs, type Verbs } from "@tent/verbs"
-import { Channel, Chunk, Context, Deferred, Effect, Exit, Layer, Queue, Scope, Stream } from "effect"
+import { Channel, Chunk, Context, Deferred, Effect, Exit, Layer, Scope, Stream } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import { Dedup } from "./Dedup.js"
 import * as Diagnostics from "./Diagnostics.js"
 import * as EngineConfig from "./EngineConfig.js"
 import { EndpointUnavailable, NotificationNotSupported, SegmentNotFound } from "./Errors.js"
 import * as Delivery from "./internal/Delivery.js"
-import * as Handlers from "./internal/Handlers.js"
 import * as Ledger from "./internal/Ledger.js"
 import * as LocalSegment from "./internal/LocalSegment.js"
-import * as ReceiptWorker from "./internal/ReceiptWorker.js"
-import * as Resender from "./internal/Resender.js"
 import * as RdmaTransport from "./internal/rdma/RdmaTransport.js"
 import * as SegmentPublisher from "./internal/SegmentPublisher.js"
-import { EngineAgent, EngineIdentity, ResendQueue } from "./internal/Services.js"
+import { EngineAgent, EngineIdentity } from "./internal/Services.js"
 import * as TcpTransport from "./internal/TcpTransport.js"
 import * as Transfers from "./internal/Transfers.js"
+import * as Wiring from "./internal/Wiring.js"
 import * as Metrics from "./Metrics.js"
 import { NotificationRouting, type NotifySender, type NotifySenders, type QueueKind } from "./NotificationRouting.js"
-import { PeerHealthPolicy } from "./PeerHealth.js"
 import { Undelivered } from "./Receipts.js"
-import type { RetiringChannel } from "./Resend.js"
 import * as Series from "./Series.js"
 
 export type { BatchStatus, StatusError, SubmitError, TransferRequest } from "./internal/Transfers.js"
@@ -432,83 +428,8 @@ export const make = Effect.gen(function* () {
 })
 
 // ---------------------------------------------------------------------------------------------------------------------
-// Composition
+// Composition (its parts: internal/Wiring.ts)
 // ---------------------------------------------------------------------------------------------------------------------
-
-/** The control-plane listener, bound at `rpc_server_hostname:rpc_server_port` with the `rpc/*` limits. */
-const listenerLayer = Layer.scoped(
-  Server.Listener,
-  Effect.gen(function* () {
-    const settings = yield* EngineConfig.EngineConfig
-    const rpc = yield* RpcConfig.RpcConfig
-    return yield* Server.makeListener({
-      host: settings.rpcServerHostname,
-      port: settings.rpcServerPort,
-      maxNotifyBytes: rpc.maxNotifyBytes,
-      maxDataBytes: rpc.maxDataBytes
-    })
-  })
-)
-
-/** Who this engine is: the listener's address, and `local_segment_name` or that address. */
-const identityLayer = Layer.effect(
-  EngineIdentity,
-  Effect.gen(function* () {
-    const settings = yield* EngineConfig.EngineConfig
-    const { address } = yield* Server.Listener
-    return { address, segmentName: settings.localSegmentName === "" ? address : settings.localSegmentName }
-  })
-)
-
-/** The engine's agent: the plain `RpcAgent` as the `PeerHealth` seam decorates it; the seam's prober starts here. */
-const engineAgentLayer = Layer.scoped(
-  EngineAgent,
-  Effect.gen(function* () {
-    const plain = yield* RpcAgent.RpcAgent
-    const policy = yield* PeerHealthPolicy
-    yield* policy.start(plain)
-    return policy.decorate(plain)
-  })
-)
-
-/**
- * The segment registry `metadata_type` selects: the peer registry, whose `GetSegmentDesc` calls go through the
- * engine's agent, or TENT's central registry in Redis at `metadata_servers`. One instance (Layers are shared by
- * reference) serves the descriptor cache and the publisher.
- */
-const registryLayer = Layer.unwrapEffect(
-  Effect.map(EngineConfig.EngineConfig, (settings) =>
-    settings.metadataType === "redis"
-      ? Registry.layerRedis({ address: settings.metadataServers })
-      : Registry.layerPeer.pipe(Layer.provide(Layer.effect(RpcAgent.RpcAgent, EngineAgent)))
-  )
-)
-
-/** The descriptor cache over the registry. */
-const cacheLayer = DescriptorCache.layer().pipe(Layer.provide(registryLayer))
-
-/** This segment's descriptor in the registry: put at start, on change and periodically, deleted at shutdown. */
-const publisherLayer = SegmentPublisher.layer.pipe(Layer.provide(registryLayer))
-
-/** The resend queue and the fiber that drains it; the receipts' worker. */
-const resendLayer = Layer.merge(Layer.scopedDiscard(Resender.start), Layer.scopedDiscard(ReceiptWorker.start))
-const resendQueueLayer = Layer.effect(ResendQueue, Queue.unbounded<RetiringChannel>())
-
-/** The control plane's handlers, attached to the listener once the transports exist. */
-const serveLayer = Layer.scopedDiscard(
-  Effect.gen(function* () {
-    const handlers = yield* Handlers.make
-    const regions = yield* LocalSegment.LocalSegment
-    yield* Server.serve(handlers, {
-      memory: {
-        lookup: (addr, length) => {
-          const got = regions.find(addr, length)
-          return got === undefined ? undefined : { buffer: got.region.buffer, offset: got.offset }
-        }
-      }
-    })
-  })
-)
 
 /**
  * The engine and its `Diagnostics` as a Layer: needs a `Verbs` provider, the seven policies (`Series.legacy`) and
@@ -522,12 +443,12 @@ export const layer: Layer.Layer<
   Verbs | Series.Policies | RailHealth.RailHealth
 > = Layer.scoped(TransferEngine, make).pipe(
   Layer.merge(Diagnostics.layer),
-  Layer.provideMerge(Layer.merge(serveLayer, publisherLayer)),
-  Layer.provideMerge(Layer.merge(resendLayer, SegmentPublisher.descriptorLayer)),
+  Layer.provideMerge(Layer.merge(Wiring.serveLayer, Wiring.publisherLayer)),
+  Layer.provideMerge(Layer.merge(Wiring.resendLayer, SegmentPublisher.descriptorLayer)),
   Layer.provideMerge(Layer.merge(RdmaTransport.layer, TcpTransport.layer)),
-  Layer.provideMerge(Layer.mergeAll(cacheLayer, Delivery.layer, LocalSegment.layer, resendQueueLayer)),
-  Layer.provideMerge(Layer.mergeAll(engineAgentLayer, identityLayer, Ledger.layer)),
-  Layer.provideMerge(Layer.merge(RpcAgent.layer, listenerLayer)),
+  Layer.provideMerge(Layer.mergeAll(Wiring.cacheLayer, Delivery.layer, LocalSegment.layer, Wiring.resendQueueLayer)),
+  Layer.provideMerge(Layer.mergeAll(Wiring.engineAgentLayer, Wiring.identityLayer, Ledger.layer)),
+  Layer.provideMerge(Layer.merge(RpcAgent.layer, Wiring.listenerLayer)),
   Layer.provide(Layer.merge(EngineConfig.layerConfig, RpcConfig.layerConfig))
 )
 
