@@ -1,5 +1,5 @@
 /**
- * The `tent` command: `devices`, `serve`, `send`, `transfer`, `recv`, `probe`, `bench`. `run(argv)` parses with
+ * The `tent` command: `devices`, `serve`, `send`, `transfer`, `recv`, `probe`, `bench`, `soak`. `run(argv)` parses with
  * @effect/cli; a bad argument prints @effect/cli's message and a usage line for the subcommand and exits 2; a
  * failed command has already printed its one line and set a non-zero exit code.
  *
@@ -13,6 +13,7 @@ import * as Probe from "./commands/Probe.js"
 import * as Recv from "./commands/Recv.js"
 import * as Send from "./commands/Send.js"
 import * as Serve from "./commands/Serve.js"
+import * as Soak from "./commands/Soak.js"
 import * as Transfer from "./commands/Transfer.js"
 import { version } from "./Version.js"
 
@@ -24,7 +25,8 @@ export const subcommands = {
   transfer: Transfer.command,
   recv: Recv.command,
   probe: Probe.command,
-  bench: Bench.command
+  bench: Bench.command,
+  soak: Soak.command
 } as const
 
 /** The root command. */
@@ -46,7 +48,8 @@ export const tent = Command.make("tent", {}, () =>
     Transfer.command,
     Recv.command,
     Probe.command,
-    Bench.command
+    Bench.command,
+    Soak.command
   ])
 )
 

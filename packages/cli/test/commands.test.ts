@@ -38,7 +38,8 @@ const descriptions: Record<keyof typeof subcommands, RegExp> = {
   transfer: /RDMA-WRITE --bytes/,
   recv: /wait for --count notifications/,
   probe: /fault matrix between two real processes/,
-  bench: /benchmark suites/
+  bench: /benchmark suites/,
+  soak: /namespaced hosts/
 }
 
 const badArgs: Record<keyof typeof subcommands, ReadonlyArray<string>> = {
@@ -48,7 +49,8 @@ const badArgs: Record<keyof typeof subcommands, ReadonlyArray<string>> = {
   transfer: ["127.0.0.1:1"],
   recv: ["--count"],
   probe: ["--arm", "sideways"],
-  bench: ["gpu"]
+  bench: ["gpu"],
+  soak: ["--arm", "sideways"]
 }
 
 describe("tent --help and bad arguments", () => {
@@ -70,7 +72,7 @@ describe("tent --help and bad arguments", () => {
     for (const args of [[], ["nope"]]) {
       const r = await inProcess(args)
       expect(r.code).toBe(2)
-      expect(r.stderr).toContain("usage: tent <devices|serve|send|transfer|recv|probe|bench>")
+      expect(r.stderr).toContain("usage: tent <devices|serve|send|transfer|recv|probe|bench|soak>")
     }
   })
 
