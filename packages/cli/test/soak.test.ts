@@ -1,10 +1,13 @@
 /**
  * `tent soak`'s parts: the seeded schedule, the accounting from the receivers' logs, and (as root, in two network
  * namespaces) that the accounting catches faults planted in the processes it counts — a receiver that leaves every
- * 100th notification out of its log, a sender that sends one notification twice — and that without root it says so
+ * 100th notification out of its log, a sender that sends one notification twice — and that without nft it says so
  * in one line, exit 2, leaving nothing behind. The root-only tests are skipped, with the reason printed, elsewhere.
  */
-import { spawn } from "node:child_process"
+import { execFileSync, spawn } from "node:child_process"
+import { mkdtempSync, rmSync, symlinkSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
@@ -93,16 +96,17 @@ describe.skipIf(lacking !== undefined)("soak in two namespaces (root)", () => {
     expect(Hosts.present().filter((n) => n.includes(`-${process.pid}-`))).toEqual([])
   }, 90_000)
 
-  it("without root: one line that says so, exit 2, no namespace made", async () => {
+  it("without nft: one line that says what is missing, exit 2, no namespace made", async () => {
     const root = fileURLToPath(new URL("../../../", import.meta.url))
     const loader = pathToFileURL(`${root}node_modules/tsx/dist/loader.mjs`).href
+    // A PATH with `ip` and nothing else (Node itself is started by its full path).
+    const bin = mkdtempSync(join(tmpdir(), "tent-soak-path-"))
+    symlinkSync(execFileSync("sh", ["-c", "command -v ip"], { encoding: "utf8" }).trim(), join(bin, "ip"))
     const before = Hosts.present()
     const r = await new Promise<{ code: number | null; stderr: string; stdout: string }>((resolve) => {
       const p = spawn(process.execPath, ["--import", loader, `${root}packages/cli/src/bin.ts`, "soak", "--quick"], {
         cwd: root,
-        uid: 65534,
-        gid: 65534,
-        env: { ...process.env, HOME: "/tmp" },
+        env: { ...process.env, PATH: bin },
         stdio: ["ignore", "pipe", "pipe"]
       })
       let out = ""
@@ -119,8 +123,9 @@ describe.skipIf(lacking !== undefined)("soak in two namespaces (root)", () => {
         resolve({ code, stderr: err, stdout: out })
       })
     })
+    rmSync(bin, { recursive: true, force: true })
     expect(r.code, r.stderr).toBe(2)
-    expect(r.stderr.trim().split("\n")).toEqual([expect.stringContaining("tent soak needs root")])
+    expect(r.stderr.trim().split("\n")).toEqual([expect.stringContaining("tent soak needs the nft command")])
     expect(r.stdout).toBe("")
     expect(Hosts.present()).toEqual(before)
   }, 90_000)
