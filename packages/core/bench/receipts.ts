@@ -52,6 +52,14 @@ const oneWay = (series: Policies, warm: number, total: number) =>
       let n = 0
       let t0 = 0
       let done: (() => void) | undefined
+      // Both directions' endpoints first, so every echo takes the fast path (no bootstrap inside a handler).
+      yield* a.engine.sendNotification(b.engine.segmentName, ping)
+      yield* b.engine.sendNotification(a.engine.segmentName, ping)
+      for (let i = 0; i < 500; i++) {
+        const got = (yield* a.engine.receiveNotifications).length + (yield* b.engine.receiveNotifications).length
+        if (got > 0 && i > 5) break
+        yield* Effect.sleep("2 millis")
+      }
       yield* b.engine.subscribe(echo, { consume: true })
       yield* a.engine.subscribe(
         () => {

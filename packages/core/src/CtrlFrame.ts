@@ -120,8 +120,9 @@ export class StampedRanges extends NotifyWire.DecodedRanges {
   stamped = false
   session = 0n
   seq = 0n
-  /** The receiver incarnation the frame is addressed to (0: any). */
-  epoch = 0n
+  /** The receiver incarnation the frame is addressed to, as its low and high u32 (both 0: any); no BigInt per frame. */
+  epochLo = 0
+  epochHi = 0
   /** The `NeedsAck` flag: the sender keeps it until a receipt covers it. */
   needsAck = false
 }
@@ -269,7 +270,8 @@ export const decodeInto = (buf: Buffer, offset: number, len: number, out: Stampe
   out.stamped = true
   out.session = buf.readBigUInt64LE(offset + OFF_SESSION)
   out.seq = buf.readBigUInt64LE(offset + OFF_SEQ)
-  out.epoch = buf.readBigUInt64LE(offset + OFF_EPOCH)
+  out.epochLo = buf.readUInt32LE(offset + OFF_EPOCH)
+  out.epochHi = buf.readUInt32LE(offset + OFF_EPOCH + 4)
   out.needsAck = (buf.readUInt16LE(offset + OFF_FLAGS) & FLAG_NEEDS_ACK) !== 0
   return 0
 }

@@ -306,10 +306,7 @@ export const make = Effect.gen(function* () {
   const sendReceipted = (name: string, n: Notification, rc: number): Effect.Effect<void, SendNotificationError> =>
     rdma === undefined || rc === RdmaTransport.TOO_LARGE
       ? toLedger(name, n)
-      : rdma.sendFull(name, n).pipe(
-          Effect.timeoutFail({ duration: acceptWithin, onTimeout: () => "timeout" as const }),
-          Effect.catchAll(() => toLedger(name, n))
-        )
+      : Effect.catchAll(rdma.sendWithin(name, n, acceptWithin), () => toLedger(name, n))
   const sendByName = (name: string, n: Notification): Effect.Effect<void, SendNotificationError> =>
     Effect.suspend(() => {
       const order = routing.route(n, senders)

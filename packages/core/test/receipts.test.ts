@@ -67,7 +67,7 @@ describe("the ledger", () => {
     l.onIncarnation("B", 2n)
     expect(got.map((u) => u.reason)).toEqual(["PeerRestarted", "PeerRestarted", "PeerRestarted"])
     expect(got.map((u) => u.stamp?.seq)).toEqual([3n, 4n, 5n])
-    expect(l.accept("B", n(9), true)).toEqual({ session: 7n, seq: 1n, epoch: 2n })
+    expect(l.accept("B", n(9), true)).toMatchObject({ session: 7n, seq: 1n, epoch: 2n })
   })
 
   it("ends an entry as Timeout once its deadline passed, not before", () => {
@@ -100,9 +100,14 @@ describe("the ledger", () => {
     expect(l.delivered(9n, 3n)).toBe(false)
     l.admitted(9n, 3n)
     expect(l.prefix(9n)).toBe(5n)
-    expect(l.refuses(l.incarnation)).toBe(false)
-    expect(l.refuses(0n)).toBe(false)
-    expect(l.refuses(l.incarnation + 1n)).toBe(true)
+    expect(l.epochState(l.incarnation)).toBe(Ledger.THIS)
+    expect(l.epochState(0n)).toBe(Ledger.NO_EPOCH)
+    expect(l.epochState(l.incarnation + 1n)).toBe(Ledger.OTHER)
+    const lo = Number(l.incarnation & 0xffffffffn)
+    const hi = Number(l.incarnation >> 32n)
+    expect(l.epochStateWords(lo, hi)).toBe(Ledger.THIS)
+    expect(l.epochStateWords(0, 0)).toBe(Ledger.NO_EPOCH)
+    expect(l.epochStateWords(lo ^ 1, hi)).toBe(Ledger.OTHER)
   })
 })
 

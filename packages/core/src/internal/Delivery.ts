@@ -14,7 +14,7 @@ import { Cause, Context, Effect, Layer, Runtime } from "effect"
 import { type DecodedFrame, Dedup, type DedupShape, type Stamp } from "../Dedup.js"
 import * as Metrics from "../Metrics.js"
 import type { QueueKind } from "../NotificationRouting.js"
-import { EngineReceipts, type Ledger } from "./Ledger.js"
+import { EngineReceipts, Ledger } from "./Ledger.js"
 
 type Resume = (effect: Effect.Effect<void>) => void
 
@@ -155,18 +155,19 @@ export class Delivery {
   /**
    * Admission: an epoch for another incarnation of this engine is refused; a stamp for this one is a duplicate if the
    * ack table has it (even when the dedup window forgot the session), else it passes the `Dedup` seam and is recorded.
+   * `epoch`: the ledger's judgement of the stamp's epoch (`Ledger.NO_EPOCH`, `THIS`, `OTHER`).
    */
   private admit(
     sender: string,
     stamp: { readonly session: bigint; readonly seq: bigint } | undefined,
-    epoch: bigint | undefined,
+    epoch: number,
     now?: number
   ): boolean {
     const r = this.receipts
-    if (r === undefined || !r.enabled || stamp === undefined || epoch === undefined || epoch === 0n) {
+    if (r === undefined || stamp === undefined || epoch === Ledger.NO_EPOCH) {
       return this.dedup.admit(sender, stamp, now)
     }
-    if (r.refuses(epoch)) {
+    if (epoch === Ledger.OTHER) {
       this.lastRefused = true
       return false
     }
@@ -226,7 +227,9 @@ export class Delivery {
   /** A notification carried by `via`, from `sender`; false when admission refused it (a duplicate). */
   deliver(via: QueueKind, sender: string, n: Notification, stamp?: Stamp | undefined): boolean {
     this.lastRefused = false
-    if (!this.admit(sender, stamp, stamp?.epoch)) return false
+    const r = this.receipts
+    const epoch = r?.enabled === true ? r.epochState(stamp?.epoch) : Ledger.NO_EPOCH
+    if (!this.admit(sender, stamp, epoch)) return false
     if (this.subscriptions.length > 0) this.dispatch(n)
     this.queue(via, n)
     return true
@@ -244,7 +247,10 @@ export class Delivery {
   fromFrame(via: QueueKind, sender: string, buf: Buffer, frame: DecodedFrame, now?: number): boolean {
     // The frame is its own stamp (`session`, `seq`): no object per notification.
     this.lastRefused = false
-    if (!this.admit(sender, frame.stamped ? frame : undefined, frame.stamped ? frame.epoch : undefined, now)) {
+    const r = this.receipts
+    const epoch =
+      frame.stamped && r?.enabled === true ? r.epochStateWords(frame.epochLo, frame.epochHi) : Ledger.NO_EPOCH
+    if (!this.admit(sender, frame.stamped ? frame : undefined, epoch, now)) {
       return false
     }
     const n: Notification = {

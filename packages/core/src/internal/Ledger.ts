@@ -22,10 +22,12 @@ import { PROTO, Receipts, type ReceiptsShape, Undelivered, type UndeliveredReaso
 /** A stamp with the destination's incarnation. */
 export type Stamp = NotificationStamp
 
-/** One accepted notification awaiting its receipt. */
+/** One accepted notification awaiting its receipt; it is its own stamp (`session`, `seq`, `epoch`: one object). */
 export interface Entry {
+  readonly session: bigint
+  readonly seq: bigint
+  readonly epoch: bigint
   readonly n: Notification
-  readonly stamp: Stamp
   readonly acceptedAt: number
   /** When it was last handed to a path (-1: not yet: the worker sends it). */
   sentAt: number
@@ -85,16 +87,22 @@ export interface ReceiptCounters {
   peerRestarts: number
 }
 
-/** The admission state of one sender session at this receiver. */
+/**
+ * The admission state of one sender session at this receiver: seqs as numbers (dense from 1 per destination, they
+ * stay far below 2^53; a larger one is left to the dedup window).
+ */
 interface AckState {
-  prefix: bigint
-  above: Set<bigint>
+  prefix: number
+  above: Set<number>
 }
 
 /** The most sender sessions the ack table keeps (the least recently added is dropped first). */
 const MAX_ACK_SESSIONS = 4096
 /** The most admitted seqs above a session's prefix kept (a gap this wide is not waited for: the prefix jumps). */
 const MAX_ABOVE = 8192
+
+/** Seqs above this are not recorded in the ack table (the dedup window alone judges them). */
+const MAX_TRACKED_SEQ = Number.MAX_SAFE_INTEGER
 
 /** Both sides of the receipts. */
 export class Ledger {
@@ -113,7 +121,11 @@ export class Ledger {
   /** Whether receipts are in use: the seam is on and the dedup seam stamps (a session). */
   readonly enabled: boolean
   readonly incarnation: bigint
+  private readonly incarnationLo: number
+  private readonly incarnationHi: number
   private readonly acks = new Map<bigint, AckState>()
+  private lastSession = -1n
+  private lastAck: AckState | undefined = undefined
   private handlers: ReadonlyArray<(u: Undelivered) => void> = []
   /** `sendNotificationReceipted`'s waiters, by the notification object it passed, until `accept` takes them. */
   readonly waiters = new WeakMap<Notification, (outcome: Undelivered | undefined) => void>()
@@ -128,6 +140,8 @@ export class Ledger {
   ) {
     this.enabled = settings.enabled && session !== undefined
     this.incarnation = this.enabled ? settings.incarnation : 0n
+    this.incarnationLo = Number(this.incarnation & 0xffffffffn)
+    this.incarnationHi = Number(this.incarnation >> 32n)
   }
 
   /** The `notify_proto` to advertise, given the dedup seam's. */
@@ -169,15 +183,24 @@ export class Ledger {
   accept(segment: string, n: Notification, sent: boolean): Stamp | undefined {
     const d = this.destination(segment)
     if (d.live >= this.settings.maxUnreceipted) return undefined
-    const stamp: Stamp = { session: this.session as bigint, seq: ++d.seq, epoch: d.incarnation }
     const now = this.clock()
     const waiter = this.waiters.get(n)
     if (waiter !== undefined) this.waiters.delete(n)
-    d.entries.push({ n, stamp, acceptedAt: now, sentAt: sent ? now : -1, done: false, waiter })
+    const e: Entry = {
+      session: this.session as bigint,
+      seq: ++d.seq,
+      epoch: d.incarnation,
+      n,
+      acceptedAt: now,
+      sentAt: sent ? now : -1,
+      done: false,
+      waiter
+    }
+    d.entries.push(e)
     d.live++
     this.counters.accepted++
     if (!sent) this.kick(d)
-    return stamp
+    return e
   }
 
   /** Takes back the stamp `accept` just drew (the post that followed failed at once: nothing was sent). */
@@ -185,7 +208,7 @@ export class Ledger {
     const d = this.destinations.get(segment)
     if (d === undefined || d.entries.length === 0) return
     const last = d.entries[d.entries.length - 1] as Entry
-    if (last.stamp !== stamp || d.seq !== stamp.seq) return
+    if (last !== stamp || d.seq !== stamp.seq) return
     d.entries.pop()
     d.seq--
     d.live--
@@ -201,28 +224,33 @@ export class Ledger {
       this.counters.acksStale++
       return
     }
-    const now = this.clock()
     const es = d.entries
+    let newest: Entry | undefined
     for (let i = d.head; i < es.length; i++) {
       const e = es[i] as Entry
-      if (e.stamp.seq > ackSeq) break
-      if (!e.done) this.finish(d, e, now)
+      if (e.seq > ackSeq) break
+      if (!e.done) {
+        this.finish(d, e)
+        newest = e
+      }
     }
+    // One observation per receipt: the newest notification it covers (a cumulative ack covers up to 32 at once).
+    if (newest !== undefined) Metrics.receiptLatency.update((this.clock() - newest.acceptedAt) / 1000)
     d.trim()
   }
 
   /** `e` was receipted (a `Notify` reply, or an ack). */
   receipted(d: Destination, e: Entry): void {
     if (e.done) return
-    this.finish(d, e, this.clock())
+    this.finish(d, e)
+    Metrics.receiptLatency.update((this.clock() - e.acceptedAt) / 1000)
     d.trim()
   }
 
-  private finish(d: Destination, e: Entry, now: number): void {
+  private finish(d: Destination, e: Entry): void {
     e.done = true
     d.live--
     this.counters.receipted++
-    Metrics.receiptLatency.update((now - e.acceptedAt) / 1000)
     e.waiter?.(undefined)
   }
 
@@ -242,7 +270,7 @@ export class Ledger {
     const es = d.entries
     for (let i = d.head; i < es.length; i++) {
       const e = es[i] as Entry
-      if (!e.done && e.stamp.epoch === old) {
+      if (!e.done && e.epoch === old) {
         this.fail(d, e, "PeerRestarted", `the peer ${segment} restarted (a new incarnation) before receipting it`)
       }
     }
@@ -264,7 +292,8 @@ export class Ledger {
     if (e.done) return
     e.done = true
     d.live--
-    const u = new Undelivered({ segment: d.segment, name: e.n.name, msg: e.n.msg, stamp: e.stamp, reason, message })
+    const stamp = { session: e.session, seq: e.seq, epoch: e.epoch }
+    const u = new Undelivered({ segment: d.segment, name: e.n.name, msg: e.n.msg, stamp, reason, message })
     e.waiter?.(u)
     this.emit(u)
   }
@@ -334,51 +363,82 @@ export class Ledger {
   // Receiver
   // -------------------------------------------------------------------------------------------------------------------
 
-  /** Whether a stamp for `epoch` must be refused here: stamped for another incarnation of this engine. */
-  refuses(epoch: bigint | undefined): boolean {
-    if (epoch === undefined || epoch === 0n || epoch === this.incarnation) return false
+  /** A stamp's epoch, judged here: no epoch (any incarnation), this incarnation, or another one (refused). */
+  static readonly NO_EPOCH = 0
+  static readonly THIS = 1
+  static readonly OTHER = 2
+
+  /** {@link Ledger.NO_EPOCH}, {@link Ledger.THIS} or {@link Ledger.OTHER} (counted as refused) for `epoch`. */
+  epochState(epoch: bigint | undefined): number {
+    if (epoch === undefined || epoch === 0n) return Ledger.NO_EPOCH
+    if (epoch === this.incarnation) return Ledger.THIS
     this.counters.refusedStale++
-    return true
+    return Ledger.OTHER
+  }
+
+  /** {@link epochState} of an epoch read as its low and high u32 (a frame's: no BigInt made). */
+  epochStateWords(lo: number, hi: number): number {
+    if (lo === 0 && hi === 0) return Ledger.NO_EPOCH
+    if (lo === this.incarnationLo && hi === this.incarnationHi) return Ledger.THIS
+    this.counters.refusedStale++
+    return Ledger.OTHER
+  }
+
+  /** The ack state of `session` (the last one looked up is kept: a stream comes from one session at a time). */
+  private ackState(session: bigint, create: boolean): AckState | undefined {
+    if (session === this.lastSession && this.lastAck !== undefined) return this.lastAck
+    let a = this.acks.get(session)
+    if (a === undefined) {
+      if (!create) return undefined
+      if (this.acks.size >= MAX_ACK_SESSIONS) {
+        const oldest = this.acks.keys().next()
+        if (!oldest.done) {
+          this.acks.delete(oldest.value)
+          if (oldest.value === this.lastSession) this.lastAck = undefined
+        }
+      }
+      a = { prefix: 0, above: new Set() }
+      this.acks.set(session, a)
+    }
+    this.lastSession = session
+    this.lastAck = a
+    return a
   }
 
   /** Whether `(session, seq)` was admitted already (at or below the prefix, or recorded above it). */
   delivered(session: bigint, seq: bigint): boolean {
-    const a = this.acks.get(session)
-    return a !== undefined && (seq <= a.prefix || a.above.has(seq))
+    const a = this.ackState(session, false)
+    if (a === undefined) return false
+    const s = Number(seq)
+    return s <= MAX_TRACKED_SEQ && (s <= a.prefix || a.above.has(s))
   }
 
   /** Records `(session, seq)` as admitted (stamped for this incarnation). */
   admitted(session: bigint, seq: bigint): void {
-    let a = this.acks.get(session)
-    if (a === undefined) {
-      if (this.acks.size >= MAX_ACK_SESSIONS) {
-        const oldest = this.acks.keys().next()
-        if (!oldest.done) this.acks.delete(oldest.value)
-      }
-      a = { prefix: 0n, above: new Set() }
-      this.acks.set(session, a)
-    }
-    if (seq === a.prefix + 1n) {
-      a.prefix = seq
+    const s = Number(seq)
+    if (s > MAX_TRACKED_SEQ) return
+    const a = this.ackState(session, true) as AckState
+    if (s === a.prefix + 1) {
+      a.prefix = s
       if (a.above.size > 0) {
-        while (a.above.delete(a.prefix + 1n)) a.prefix++
+        while (a.above.delete(a.prefix + 1)) a.prefix++
       }
-    } else if (seq > a.prefix) {
-      a.above.add(seq)
+    } else if (s > a.prefix) {
+      a.above.add(s)
       if (a.above.size > MAX_ABOVE) {
         // A gap this wide is not a reordering: move the prefix to the smallest seq held and continue from there.
-        let min = seq
-        for (const s of a.above) if (s < min) min = s
+        let min = s
+        for (const x of a.above) if (x < min) min = x
         a.prefix = min
         a.above.delete(min)
-        while (a.above.delete(a.prefix + 1n)) a.prefix++
+        while (a.above.delete(a.prefix + 1)) a.prefix++
       }
     }
   }
 
   /** The cumulative `ack_seq` for `session`: every seq up to it was admitted here. */
   prefix(session: bigint): bigint {
-    return this.acks.get(session)?.prefix ?? 0n
+    return BigInt(this.ackState(session, false)?.prefix ?? 0)
   }
 }
 

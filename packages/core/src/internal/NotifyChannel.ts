@@ -1,14 +1,12 @@
 /**
- * An endpoint's notify channel (TENT's notify members of `RdmaEndPoint`): the notify QP's send slots and receive
- * slots (TENT: 256 × 64 KiB each way, allocated and registered when the endpoint is made), at most `slots` sends in
- * flight, the window's waiters, and — when the `Resend` seam tracks them — the pending table of sends not yet
- * completed, with their stamps.
+ * An endpoint's notify channel (TENT's notify members of `RdmaEndPoint`): the notify QP's send and receive slots
+ * (TENT: 256 × 64 KiB each way, registered when the endpoint is made), at most `slots` sends in flight, the window's
+ * waiters, the pending table of sends the `Resend` seam tracks, and the receipts (`CTRL_ACK`) this side owes.
  *
  * With `transports/rdma/notify/lazy_slots` (RFC open question 3) nothing is allocated for sending until the first
- * send, and the send slots grow (doubling, in chunks of registered memory) when every allocated one is in flight; the
- * posted receive ring starts at `initial_recv_slots` and doubles when more than half of it completed in one drain of
- * the poller. Meanwhile the peer's sends that find no receive posted are RNR-NAKed and retried by its NIC
- * (`rnr_retry` 7: without limit), which is the flow control while the ring grows.
+ * send, and the send slots double when every allocated one is in flight; the posted receive ring starts at
+ * `initial_recv_slots` and doubles when more than half of it completed in one drain of the poller (the peer's sends
+ * meanwhile are RNR-NAKed and retried by its NIC, `rnr_retry` 7: the flow control while the ring grows).
  *
  * Hot path: `postNotification`, `repost` and `onSendComplete` are plain synchronous code on slots looked up in
  * typed arrays and one reused work request; a chunk is allocated only when a ring grows.
@@ -63,9 +61,8 @@ export interface NotifyChannelPolicies {
 }
 
 /**
- * Send work requests carry `SEND_WR_BASE + counter` as their id, receives their slot index (< 256): a failed
- * completion's opcode is undefined in verbs, its `wr_id` is not, so the poller tells a flushed send from a flushed
- * receive by the id alone.
+ * Send work requests carry `SEND_WR_BASE + counter` as their id, receives their slot index: a failed completion's
+ * opcode is undefined in verbs, its `wr_id` is not (the poller tells a flushed send from a flushed receive by it).
  */
 export const SEND_WR_BASE = 0x1_0000_0000
 
@@ -359,6 +356,13 @@ export class NotifyChannel {
     }
   }
 
+  /** Sends the ack still owed, if any (the engine is closing: a receipt must not wait for a timer). */
+  flushOwedAck(): boolean {
+    if (this.ackOwed === 0 && !this.ackPending) return false
+    this.flushAck()
+    return true
+  }
+
   /**
    * Sends the ack owed now: a header-only `CTRL_ACK` in the next free send slot. Acks never queue behind senders
    * waiting for the window: without a free slot the ack is marked and goes at the next send completion, ahead of them.
@@ -406,7 +410,14 @@ export class NotifyChannel {
    * may say the peer is unreachable, when it fails at once): succeeds when a slot is free or the channel stopped
    * being connected. Each wait is observed in `tent_notify_slot_wait_seconds` (outcome `ok` or `timeout`).
    */
-  readonly awaitSlot: Effect.Effect<void, EndpointUnavailable> = Effect.suspend(() => {
+  readonly awaitSlot: Effect.Effect<void, EndpointUnavailable> = Effect.suspend(() => this.waitSlot(undefined))
+
+  /** {@link awaitSlot}, giving up at `deadline` (`performance.now()` ms) at the latest. */
+  awaitSlotBy(deadline: number): Effect.Effect<void, EndpointUnavailable> {
+    return Effect.suspend(() => this.waitSlot(deadline))
+  }
+
+  private waitSlot(deadline: number | undefined): Effect.Effect<void, EndpointUnavailable> {
     if (!this.connected || this.pending < this.settings.slots) return Effect.void
     const { peerHealth } = this.policies
     if (this.peerAddress !== "" && peerHealth.unreachable(this.peerAddress)) {
@@ -424,17 +435,19 @@ export class NotifyChannel {
       this.waiters.add(wake)
       return Effect.sync(() => void this.waiters.delete(wake))
     })
-    const bound = peerHealth.slotWait
+    const start = performance.now()
+    const seam = peerHealth.slotWait === undefined ? undefined : Duration.toMillis(peerHealth.slotWait)
+    const left = deadline === undefined ? undefined : Math.max(0, deadline - start)
+    const boundMs = seam === undefined ? left : left === undefined ? seam : Math.min(seam, left)
     const bounded =
-      bound === undefined
+      boundMs === undefined
         ? wait
         : wait.pipe(
             Effect.timeoutFail({
-              duration: bound,
-              onTimeout: () => this.unavailable(`no free notify send slot within ${Duration.format(bound)}`)
+              duration: boundMs,
+              onTimeout: () => this.unavailable(`no free notify send slot within ${boundMs} ms`)
             })
           )
-    const start = performance.now()
     const observed = Effect.onExit(bounded, (exit) =>
       Effect.sync(() => {
         const seconds = (performance.now() - start) / 1000
@@ -445,8 +458,11 @@ export class NotifyChannel {
         }
       })
     )
-    return Effect.zipRight(observed, this.awaitSlot)
-  })
+    return Effect.zipRight(
+      observed,
+      Effect.suspend(() => this.waitSlot(deadline))
+    )
+  }
 
   /**
    * A SEND completion (TENT `handleNotifySendComplete`, which sees only successful ones; under RFC PR 1 a flushed one

@@ -42,7 +42,9 @@ export const start: Effect.Effect<
         const e = firstDue(d, ledger.clock(), resendAfterMs)
         if (e === undefined) return
         e.sentAt = ledger.clock()
-        const r = yield* Effect.either(notifyRpc(agent, cache, d.segment, { ...e.n, stamp: e.stamp }))
+        const r = yield* Effect.either(
+          notifyRpc(agent, cache, d.segment, { ...e.n, stamp: { session: e.session, seq: e.seq, epoch: e.epoch } })
+        )
         if (Either.isRight(r)) {
           ledger.counters.resent++
           ledger.receipted(d, e)

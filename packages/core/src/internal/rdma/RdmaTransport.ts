@@ -74,6 +74,11 @@ export interface RdmaTransportShape {
    * from the store (bootstrapped if needed), a wait for a free slot, the post.
    */
   readonly sendFull: (segment: string, n: Notification) => Effect.Effect<void, RdmaNotifyError>
+  /**
+   * {@link sendFull}, giving up after `ms` (delivery receipts: the ledger then takes the notification): the slot wait on
+   * a READY endpoint bounded by the deadline, anything else under a timeout.
+   */
+  readonly sendWithin: (segment: string, n: Notification, ms: number) => Effect.Effect<void, unknown>
   /** Posts `n` on the endpoint from `device` to the peer's `peerNic` (the resend's walk over NIC pairs). */
   readonly sendVia: (
     device: RdmaDevice,
@@ -180,6 +185,16 @@ export const make = Effect.gen(function* () {
     receipts
   })
   yield* Effect.addFinalizer(() => Effect.sync(() => poller.stop()))
+  // Before the poller stops and the endpoints close: the receipts this engine still owes go now, and get a moment to
+  // leave (a process that exits right after admitting a notification still receipts it).
+  yield* Effect.addFinalizer(() =>
+    Effect.gen(function* () {
+      const eps = devices.flatMap((d) => Array.from(d.store.active.values()))
+      if (!eps.map((ep) => ep.notify.flushOwedAck()).some((x) => x)) return
+      const deadline = Date.now() + 200
+      while (Date.now() < deadline && eps.some((ep) => ep.notify.pending > 0)) yield* Effect.sleep(2)
+    })
+  )
   const dataPollers = devices.map((d) =>
     pollData(d, dataByNum[d.index] as Map<number, { ep: RdmaEndpoint; lane: number }>, () => sink)
   )
@@ -252,7 +267,12 @@ export const make = Effect.gen(function* () {
     tooLargeOn(n, segment === undefined ? undefined : lastEndpoint.get(segment))
 
   /** Posts on `ep`, waiting for a window unit while the channel stays connected. */
-  const post = (ep: RdmaEndpoint, n: Notification, stamp?: Stamp): Effect.Effect<void, RdmaNotifyError> =>
+  const post = (
+    ep: RdmaEndpoint,
+    n: Notification,
+    stamp?: Stamp,
+    deadline?: number
+  ): Effect.Effect<void, RdmaNotifyError> =>
     Effect.suspend(() => {
       const rc = ep.notify.postNotification(n, stamp)
       if (rc === 0) {
@@ -282,7 +302,8 @@ export const make = Effect.gen(function* () {
             })
           )
         }
-        return Effect.zipRight(ep.notify.awaitSlot, post(ep, n, stamp))
+        const wait = deadline === undefined ? ep.notify.awaitSlot : ep.notify.awaitSlotBy(deadline)
+        return Effect.zipRight(wait, post(ep, n, stamp, deadline))
       }
       return Effect.fail(new RdmaError({ op: "ibv_post_send", errno: rc, message: "posting a notification failed" }))
     })
@@ -349,6 +370,20 @@ export const make = Effect.gen(function* () {
     return rc === TOO_LARGE ? TOO_LARGE : FULL_PATH
   }
 
+  // `sendFull`, giving up after `ms`: on the endpoint used last, while it is READY, with a slot wait bounded by the
+  // deadline (one timer, as any slot wait has); otherwise the full path under a timeout.
+  const sendWithin = (segment: string, n: Notification, ms: number): Effect.Effect<void, unknown> =>
+    Effect.suspend(() => {
+      const ep = lastEndpoint.get(segment)
+      if (ep !== undefined && ep.status === "READY" && ep.connected && ep.device === devices.find((d) => d.enabled)) {
+        return post(ep, n, undefined, performance.now() + ms)
+      }
+      return Effect.timeoutFail(sendNotificationFull(segment, n), {
+        duration: ms,
+        onTimeout: () => new EndpointUnavailable({ segment, peerNicPath: "", message: `not sent within ${ms} ms` })
+      })
+    })
+
   const sendNotification = (segment: string, n: Notification): Effect.Effect<void, RdmaNotifyError> =>
     Effect.suspend(() => {
       const rc = tryPost(segment, n)
@@ -372,6 +407,7 @@ export const make = Effect.gen(function* () {
     tooLarge,
     slotPayload,
     sendFull: sendNotificationFull,
+    sendWithin,
     sendVia,
     onBootstrap,
     getEndpoint,
