@@ -306,7 +306,19 @@ export const make = Effect.gen(function* () {
   const sendReceipted = (name: string, n: Notification, rc: number): Effect.Effect<void, SendNotificationError> =>
     rdma === undefined || rc === RdmaTransport.TOO_LARGE
       ? toLedger(name, n)
-      : Effect.catchAll(rdma.sendWithin(name, n, acceptWithin), () => toLedger(name, n))
+      : Effect.suspend(() => {
+          // After a wait that ran out, the calls of the next `acceptWithin` go to the ledger at once (one call then
+          // tries the notify QP again): a fault costs a caller at most one wait, not one per call. (A fast failure,
+          // such as a bootstrap the peer refused while it retires the old endpoint, does not: the next call retries.)
+          const d = receipts.destination(name)
+          const t0 = performance.now()
+          if (d.stalledUntil > t0) return toLedger(name, n)
+          return Effect.catchAll(rdma.sendWithin(name, n, acceptWithin), () => {
+            const now = performance.now()
+            if (now - t0 >= acceptWithin / 2) d.stalledUntil = now + acceptWithin
+            return toLedger(name, n)
+          })
+        })
   const sendByName = (name: string, n: Notification): Effect.Effect<void, SendNotificationError> =>
     Effect.suspend(() => {
       const order = routing.route(n, senders)

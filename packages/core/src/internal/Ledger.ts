@@ -49,6 +49,8 @@ export class Destination {
   live = 0
   /** A worker is sending this destination's entries. */
   busy = false
+  /** Until when (`performance.now()` ms) calls skip the notify QP: a wait for it just failed. */
+  stalledUntil = 0
 
   constructor(readonly segment: string) {}
 

@@ -1,8 +1,7 @@
 /**
- * `RdmaEndpoint`: one per (local device, peer device), as TENT's `RdmaEndPoint`. It owns `num_lanes` data RC QPs and
- * one notify RC QP with its {@link NotifyChannel} (TENT: 256 × 64 KiB send and receive slots, allocated here;
- * `transports/rdma/notify/*` sizes them or makes them lazy; receives posted only once the notify QP is connected; at
- * most `slots` sends in flight).
+ * `RdmaEndpoint`: one per (local device, peer device), as TENT's `RdmaEndPoint`: `num_lanes` data RC QPs and one
+ * notify RC QP with its {@link NotifyChannel} (its slots sized by `transports/rdma/notify/*`; receives posted once the
+ * notify QP is connected).
  *
  * States are TENT's: `UNINIT → HANDSHAKING` (construct) `→ READY` (QPs connected) `→ DESTROYING` (retire)
  * `→ DESTROYED` (deconstruct); an endpoint is never reused. `retire`, `finishDestroy` and `deconstruct` may be
@@ -60,10 +59,7 @@ export interface EndpointDevice {
   readonly gid: Uint8Array
   readonly sgidIndex: number
   readonly activeMtu: Mtu
-  /**
-   * The port the QPs use (TENT `device/port`) with its link layer and LID, and the device's limits (`Rc.queryLimits`).
-   * Absent: port 1 over RoCE, LID 0, limits unknown.
-   */
+  /** The port the QPs use (`device/port`: link layer, LID) and the device's limits; absent: port 1, RoCE, LID 0. */
   readonly limits?: Rc.Limits
 }
 
@@ -336,7 +332,8 @@ export class RdmaEndpoint {
           })
         )
       })
-      return attempt.pipe(
+      // In the endpoints' scope, not the caller's fiber: a caller that stops waiting leaves it to finish for the others.
+      const shared = attempt.pipe(
         Effect.withSpan("tent.endpoint.connect", {
           attributes: { peer: this.peerNicPath, local: this.device.name, segment: this.segment }
         }),
@@ -346,6 +343,10 @@ export class RdmaEndpoint {
             Deferred.unsafeDone(deferred, Exit.asVoid(exit) as Exit.Exit<void, unknown>)
           })
         )
+      )
+      return Effect.zipRight(
+        Effect.forkIn(shared, this.host.scope),
+        Deferred.await(deferred) as Effect.Effect<void, E | RdmaError | BootstrapRejected | EndpointUnavailable>
       )
     })
   }
