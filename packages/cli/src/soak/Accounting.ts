@@ -63,6 +63,9 @@ export interface Figures {
   readonly deliveredAfterFailure: number
   readonly longestCallMs: number
   readonly callsOver1s: number
+  /** The same of the standalone calls alone (`sendNotification`; a transfer-bound call also waits for its data). */
+  readonly longestNotifyMs: number
+  readonly notifyCallsOver1s: number
 }
 
 /** A fault window's figures, and the time from the fault's end to the first notification over RDMA again. */
@@ -111,6 +114,8 @@ const figures = (
   let deliveredAfterFailure = 0
   let longest = 0
   let over = 0
+  let longestNotify = 0
+  let overNotify = 0
   for (const c of calls) {
     const n = logged.get(c.seq) ?? 0
     if (n > 0) delivered++
@@ -125,6 +130,10 @@ const figures = (
       const ms = c.end - c.start
       if (ms > longest) longest = ms
       if (ms > 1000) over++
+      if (c.kind === "standalone") {
+        if (ms > longestNotify) longestNotify = ms
+        if (ms > 1000) overNotify++
+      }
     }
   }
   return {
@@ -138,7 +147,9 @@ const figures = (
     silent,
     deliveredAfterFailure,
     longestCallMs: Math.round(longest),
-    callsOver1s: over
+    callsOver1s: over,
+    longestNotifyMs: Math.round(longestNotify),
+    notifyCallsOver1s: overNotify
   }
 }
 

@@ -17,7 +17,7 @@ import { type ArmResult, runArm } from "../../soak/Soak.js"
 import type { SoakOptions } from "../Soak.js"
 
 const figuresLine = (f: Figures) =>
-  `${f.calls} calls (${f.ok} ok, ${f.failed} failed, ${f.unfinished} unfinished), ${f.delivered} delivered, ${f.duplicates} duplicates, ${f.undelivered} undelivered, ${f.silent} silent, longest call ${f.longestCallMs} ms, ${f.callsOver1s} over 1 s`
+  `${f.calls} calls (${f.ok} ok, ${f.failed} failed, ${f.unfinished} unfinished), ${f.delivered} delivered, ${f.duplicates} duplicates, ${f.undelivered} undelivered, ${f.silent} silent, longest call ${f.longestCallMs} ms, ${f.callsOver1s} over 1 s (sendNotification alone: longest ${f.longestNotifyMs} ms, ${f.notifyCallsOver1s} over 1 s)`
 
 const windowRow = (w: WindowFigures) =>
   `    ${w.startS.toFixed(1).padStart(6)} s  ${w.fault.padEnd(26)} ${w.lastedS.toFixed(1)} s: ${figuresLine(w)}; RDMA back ${w.rdmaBackS < 0 ? "never" : `${w.rdmaBackS} s`} after its end`
