@@ -10,25 +10,39 @@
 import { isIPv4 } from "node:net"
 import * as Option from "effect/Option"
 
-/** What `--host` and `--device-hosts` parse to (both optional: a node binds 127.0.0.1 by default). */
+/**
+ * What `--host` and `--device-hosts` parse to (both optional: a node binds 127.0.0.1 by default).
+ *
+ * @since 0.1.0
+ */
 export interface AddressOptions {
   readonly host?: Option.Option<string> | undefined
   readonly deviceHosts?: Option.Option<string> | undefined
 }
 
-/** One SoftVerbs device and the address its socket binds. */
+/**
+ * One SoftVerbs device and the address its socket binds.
+ *
+ * @since 0.1.0
+ */
 export interface DeviceAddress {
   readonly name: string
   readonly host: string
 }
 
-/** `--host`, when given: overrides `rpc_server_hostname` (as its environment variable would). */
+/**
+ * `--host`, when given: overrides `rpc_server_hostname` (as its environment variable would).
+ *
+ * @since 0.1.0
+ */
 export const controlHost = (o: AddressOptions): string | undefined =>
   o.host === undefined ? undefined : Option.getOrUndefined(o.host)
 
 /**
  * Each of `names` with its host: `--device-hosts`' entry, else `fallback` (the control plane's host) when it is one
  * IPv4 address, else 127.0.0.1. A string is the usage error: an entry that is not `NAME=IPv4`, or names no device.
+ *
+ * @since 0.1.0
  */
 export const deviceAddresses = (
   names: ReadonlyArray<string>,

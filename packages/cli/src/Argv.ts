@@ -15,18 +15,32 @@ import { type AddressOptions, controlHost } from "./Addresses.js"
 import type { DevicesOptions } from "./commands/Devices.js"
 import type { SendOptions } from "./commands/Send.js"
 
-/** The SoftVerbs devices a node opens unless `--soft-devices` or `TENT_SOFT_DEVICES` says otherwise. */
+/**
+ * The SoftVerbs devices a node opens unless `--soft-devices` or `TENT_SOFT_DEVICES` says otherwise.
+ *
+ * @since 0.1.0
+ */
 export const defaultSoftDevices = ["soft0", "soft1"] as const
 
-/** `--provider`'s choices, the default first. */
+/**
+ * `--provider`'s choices, the default first.
+ *
+ * @since 0.1.0
+ */
 export const providers = ["soft", "ibverbs"] as const
 
-/** `--arm`'s choices, the default first. */
+/**
+ * `--arm`'s choices, the default first.
+ *
+ * @since 0.1.0
+ */
 export const arms = ["series", "legacy"] as const
 
 /**
  * What the options every node command shares (`--config`, `--provider`, `--arm`, `--soft-devices`, and where it
  * binds: `--host`, `--device-hosts`) parse to.
+ *
+ * @since 0.1.0
  */
 export interface NodeOptions extends AddressOptions {
   readonly config: Option.Option<string>
@@ -35,7 +49,11 @@ export interface NodeOptions extends AddressOptions {
   readonly softDevices: Option.Option<string>
 }
 
-/** The SoftVerbs device names of these options. */
+/**
+ * The SoftVerbs device names of these options.
+ *
+ * @since 0.1.0
+ */
 export const softDeviceNames = (o: Pick<NodeOptions, "softDevices">): ReadonlyArray<string> => {
   const text = Option.getOrElse(o.softDevices, () => process.env.TENT_SOFT_DEVICES ?? defaultSoftDevices.join(","))
   return text
@@ -47,6 +65,8 @@ export const softDeviceNames = (o: Pick<NodeOptions, "softDevices">): ReadonlyAr
 /**
  * The configuration source of these options: the file (if any) and this process's environment; `--host` sets
  * `rpc_server_hostname` over both (as `RPC_SERVER_HOSTNAME` would).
+ *
+ * @since 0.1.0
  */
 export const configSource = (o: Pick<NodeOptions, "config" | "host">): EngineConfig.ConfigSource => {
   const host = controlHost(o)
@@ -57,7 +77,11 @@ export const configSource = (o: Pick<NodeOptions, "config" | "host">): EngineCon
   })
 }
 
-/** A command line {@link readHot} read: the command and its options, as the parser would have given them. */
+/**
+ * A command line {@link readHot} read: the command and its options, as the parser would have given them.
+ *
+ * @since 0.1.0
+ */
 export type Hot =
   | { readonly command: "devices"; readonly options: DevicesOptions }
   | { readonly command: "send"; readonly options: SendOptions }
@@ -90,6 +114,8 @@ const valued: Record<Hot["command"], Record<string, ReadonlyArray<string> | unde
  * [--device-hosts LIST] PEER NAME MSG`: each
  * option once, spelled so, before the positional arguments, every value non-empty and not starting with `-`, FILE an
  * existing file. Anything else is `undefined`: the parser reads it.
+ *
+ * @since 0.1.0
  */
 export const readHot = (
   args: ReadonlyArray<string>,

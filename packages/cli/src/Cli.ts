@@ -17,7 +17,11 @@ import * as Soak from "./commands/Soak.js"
 import * as Transfer from "./commands/Transfer.js"
 import { version } from "./Version.js"
 
-/** The subcommands by name. */
+/**
+ * The subcommands by name.
+ *
+ * @since 0.1.0
+ */
 export const subcommands = {
   devices: Devices.command,
   serve: Serve.command,
@@ -29,7 +33,11 @@ export const subcommands = {
   soak: Soak.command
 } as const
 
-/** The root command. */
+/**
+ * The root command.
+ *
+ * @since 0.1.0
+ */
 export const tent = Command.make("tent", {}, () =>
   Effect.zipRight(
     Console.error(`usage: ${usageLine(undefined)}  (tent <command> --help for each)`),
@@ -61,7 +69,11 @@ const plain = (s: string) =>
     .join("")
     .trim()
 
-/** The usage line of a subcommand (or of `tent`). */
+/**
+ * The usage line of a subcommand (or of `tent`).
+ *
+ * @since 0.1.0
+ */
 export const usageLine = (name: string | undefined): string => {
   const cmd: Command.Command<string, never, unknown, unknown> | undefined =
     name !== undefined && name in subcommands
@@ -74,7 +86,11 @@ export const usageLine = (name: string | undefined): string => {
 
 const cli = Command.run(tent, { name: "tent", version })
 
-/** Runs the CLI on `argv` (as `process.argv`: node, script, args...). */
+/**
+ * Runs the CLI on `argv` (as `process.argv`: node, script, args...).
+ *
+ * @since 0.1.0
+ */
 export const run = (argv: ReadonlyArray<string>) =>
   cli(argv).pipe(
     Effect.catchIf(ValidationError.isValidationError, () =>

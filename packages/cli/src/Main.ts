@@ -48,6 +48,8 @@ const runParsed = (argv: ReadonlyArray<string>): Effect.Effect<unknown> =>
 /**
  * Runs the command of `argv` (as `process.argv`: node, script, args...) to its end and exits with its code.
  * `hot: false` sends every command line through the parser.
+ *
+ * @since 0.1.0
  */
 export const main = (argv: ReadonlyArray<string>, hot: boolean): void => {
   const read = hot ? readHot(argv.slice(2)) : undefined

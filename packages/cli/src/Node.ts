@@ -17,11 +17,38 @@ import { deviceAddresses } from "./Addresses.js"
 import { configSource, type NodeOptions, softDeviceNames } from "./Argv.js"
 import { UsageFailure } from "./Render.js"
 
-export { configSource, defaultSoftDevices, type NodeOptions, softDeviceNames } from "./Argv.js"
+export {
+  /**
+   * The configuration source of these options: the file (if any) and this process's environment (re-exported from `Argv`).
+   *
+   * @since 0.1.0
+   */
+  configSource,
+  /**
+   * The SoftVerbs devices a node opens unless `--soft-devices` or `TENT_SOFT_DEVICES` says otherwise (re-exported from `Argv`).
+   *
+   * @since 0.1.0
+   */
+  defaultSoftDevices,
+  /**
+   * What the options every node command shares parse to (re-exported from `Argv`).
+   *
+   * @since 0.1.0
+   */
+  type NodeOptions,
+  /**
+   * The SoftVerbs device names of these options (re-exported from `Argv`).
+   *
+   * @since 0.1.0
+   */
+  softDeviceNames
+} from "./Argv.js"
 
 /**
  * The verbs provider of these options. SoftVerbs devices bind `--device-hosts`' addresses, else the control plane's
  * host (`--host`, or the configuration's `rpc_server_hostname`) when it is an IPv4 address, else 127.0.0.1.
+ *
+ * @since 0.1.0
  */
 export const verbsLayer = (
   o: NodeOptions
@@ -37,13 +64,21 @@ export const verbsLayer = (
         })
       )
 
-/** A node: its engine and the engine's `Diagnostics`. */
+/**
+ * A node: its engine and the engine's `Diagnostics`.
+ *
+ * @since 0.1.0
+ */
 export interface EngineNode {
   readonly engine: TransferEngine.TransferEngineShape
   readonly diagnostics: Diagnostics.DiagnosticsShape
 }
 
-/** Builds the node's engine (and its `Diagnostics`) in the current scope. */
+/**
+ * Builds the node's engine (and its `Diagnostics`) in the current scope.
+ *
+ * @since 0.1.0
+ */
 export const makeNode = (o: NodeOptions): Effect.Effect<EngineNode, unknown, Scope.Scope> =>
   TransferEngine.layer.pipe(
     Layer.provide([verbsLayer(o), o.arm === "legacy" ? Series.legacy : Series.fromConfig]),
@@ -56,7 +91,11 @@ export const makeNode = (o: NodeOptions): Effect.Effect<EngineNode, unknown, Sco
     }))
   )
 
-/** Builds the node's engine in the current scope. */
+/**
+ * Builds the node's engine in the current scope.
+ *
+ * @since 0.1.0
+ */
 export const makeEngine = (o: NodeOptions): Effect.Effect<TransferEngine.TransferEngineShape, unknown, Scope.Scope> =>
   Effect.map(makeNode(o), (n) => n.engine)
 
@@ -64,6 +103,8 @@ export const makeEngine = (o: NodeOptions): Effect.Effect<TransferEngine.Transfe
  * Refuses, before any node starts, a peer that cannot be one: under the peer registry (`metadata_type` `p2p`, the
  * default) a segment's name is its node's `host:port`; under a central registry (`redis`) any name goes. A `host:port`
  * is a peer under either, so only another name reads the configuration here (the node reads it when it starts).
+ *
+ * @since 0.1.0
  */
 export const checkPeer = (o: NodeOptions, peer: string): Effect.Effect<void, UsageFailure | ConfigError.ConfigError> =>
   parseAddress(peer) !== undefined

@@ -9,9 +9,38 @@
 import { Options } from "@effect/cli"
 import { arms, defaultSoftDevices, providers } from "./Argv.js"
 
-export { configSource, defaultSoftDevices, type NodeOptions, softDeviceNames } from "./Argv.js"
+export {
+  /**
+   * The configuration source of these options: the file (if any) and this process's environment (re-exported from `Argv`).
+   *
+   * @since 0.1.0
+   */
+  configSource,
+  /**
+   * The SoftVerbs devices a node opens unless `--soft-devices` or `TENT_SOFT_DEVICES` says otherwise (re-exported from `Argv`).
+   *
+   * @since 0.1.0
+   */
+  defaultSoftDevices,
+  /**
+   * What the options every node command shares parse to (re-exported from `Argv`).
+   *
+   * @since 0.1.0
+   */
+  type NodeOptions,
+  /**
+   * The SoftVerbs device names of these options (re-exported from `Argv`).
+   *
+   * @since 0.1.0
+   */
+  softDeviceNames
+} from "./Argv.js"
 
-/** Options every node command shares. */
+/**
+ * Options every node command shares.
+ *
+ * @since 0.1.0
+ */
 export const nodeOptions = {
   config: Options.file("config", { exists: "yes" }).pipe(
     Options.withDescription(

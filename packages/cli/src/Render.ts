@@ -6,7 +6,11 @@
  */
 import { Cause, Console, Effect } from "effect"
 
-/** A failure that is already a sentence for a person (what failed, where, what to check). */
+/**
+ * A failure that is already a sentence for a person (what failed, where, what to check).
+ *
+ * @since 0.1.0
+ */
 export class CliFailure extends Error {
   readonly _tag = "CliFailure"
 }
@@ -16,12 +20,20 @@ const field = (e: unknown, k: string): string | undefined => {
   return typeof v === "string" ? v : typeof v === "number" ? String(v) : undefined
 }
 
-/** A usage error found when the command ran (a peer that cannot be an address): exit 2, as a bad argument. */
+/**
+ * A usage error found when the command ran (a peer that cannot be an address): exit 2, as a bad argument.
+ *
+ * @since 0.1.0
+ */
 export class UsageFailure extends Error {
   readonly _tag = "UsageFailure"
 }
 
-/** One line for a typed error (or any thrown value) of the engine's layers; `peer` is the segment addressed. */
+/**
+ * One line for a typed error (or any thrown value) of the engine's layers; `peer` is the segment addressed.
+ *
+ * @since 0.1.0
+ */
 export const describe = (error: unknown, peer?: string): string => {
   const tag = field(error, "_tag")
   const msg = field(error, "message") ?? String(error)
@@ -81,7 +93,11 @@ export const describe = (error: unknown, peer?: string): string => {
   }
 }
 
-/** Prints the cause's first failure (or defect) as one line on stderr, sets a non-zero exit code, and stops. */
+/**
+ * Prints the cause's first failure (or defect) as one line on stderr, sets a non-zero exit code, and stops.
+ *
+ * @since 0.1.0
+ */
 export const failWith =
   (command: string, peer?: string) =>
   <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A | undefined, never, R> =>
@@ -104,6 +120,8 @@ export const failWith =
  * A command's handler whose body lives in a module loaded only when the command runs, so that parsing, `--help` and
  * `--version` load no engine, and `tent send` never loads the probe or the bench. A module that cannot be loaded is
  * the command's one line and a non-zero exit, as any other failure.
+ *
+ * @since 0.1.0
  */
 export const lazy =
   <M, O, R>(

@@ -8,7 +8,11 @@ import { readFileSync } from "node:fs"
 
 declare const TENT_VERSION: string | undefined
 
-/** `@tent/cli`'s version. */
+/**
+ * `@tent/cli`'s version.
+ *
+ * @since 0.1.0
+ */
 export const version: string =
   typeof TENT_VERSION === "string"
     ? TENT_VERSION

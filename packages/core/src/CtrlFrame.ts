@@ -100,7 +100,11 @@ export const Reject = {
   Trailing: 20
 } as const
 
-/** A whole `NOTIFY_COMPAT` frame: the header fields a sender chooses, and the notification. */
+/**
+ * A whole `NOTIFY_COMPAT` frame: the header fields a sender chooses, and the notification.
+ *
+ * @since 0.1.0
+ */
 export interface Frame {
   readonly session: bigint
   readonly epoch: bigint
@@ -115,6 +119,8 @@ export interface Frame {
 /**
  * Where {@link decodeInto} found the name and message, and the frame's stamp. The same shape as `Dedup.DecodedFrame`,
  * which it fills as well; reuse one object.
+ *
+ * @since 0.1.0
  */
 export class StampedRanges extends NotifyWire.DecodedRanges {
   stamped = false
@@ -127,7 +133,11 @@ export class StampedRanges extends NotifyWire.DecodedRanges {
   needsAck = false
 }
 
-/** A decoded `CTRL_ACK`'s fields (see {@link TYPE_CTRL_ACK}). Reuse one object. */
+/**
+ * A decoded `CTRL_ACK`'s fields (see {@link TYPE_CTRL_ACK}). Reuse one object.
+ *
+ * @since 0.1.0
+ */
 export class AckFields {
   session = 0n
   epoch = 0n
@@ -175,6 +185,8 @@ const writeHeader = (
  * Encodes a whole frame into a new array. Like `encodeCtrlFrame` it refuses flags outside {@link FLAG_NEEDS_ACK}
  * and a payload above `UINT32_MAX` bytes; it throws a `RangeError` for those and for a u64 field outside
  * `[0, 2^64)`: a caller's bug, not a wire condition.
+ *
+ * @since 0.1.0
  */
 export const encode = (frame: Frame): Uint8Array => {
   const { flags, msg, name } = frame
@@ -192,6 +204,8 @@ export const encode = (frame: Frame): Uint8Array => {
  * into `buf` at `offset`. Returns the frame's length, or -1 when it does not fit `max` bytes (by default one TENT
  * notify slot, `NotifyWire.SLOT_BYTES`), in which case nothing is written. The caller makes sure `buf` has room; `session` and
  * `seq` must be u64s (`RangeError` otherwise).
+ *
+ * @since 0.1.0
  */
 export const encodeInto = (
   buf: Buffer,
@@ -210,7 +224,11 @@ export const encodeInto = (
   return HEADER_BYTES + payloadLen
 }
 
-/** Writes a header-only `CTRL_ACK` (see {@link TYPE_CTRL_ACK}) at `offset`; returns its length, 44. */
+/**
+ * Writes a header-only `CTRL_ACK` (see {@link TYPE_CTRL_ACK}) at `offset`; returns its length, 44.
+ *
+ * @since 0.1.0
+ */
 export const encodeAckInto = (buf: Buffer, offset: number, session: bigint, epoch: bigint, ackSeq: bigint): number => {
   writeHeader(buf, offset, 0, session, epoch, 0n, ackSeq, 0, TYPE_CTRL_ACK)
   return HEADER_BYTES
@@ -219,6 +237,8 @@ export const encodeAckInto = (buf: Buffer, offset: number, session: bigint, epoc
 /**
  * Whether `buf[offset, offset + len)` is a well-formed header-only `CTRL_ACK`; if so its fields are written to
  * `out`. Checked by the C++ decoder's rules (magic, version, flags, payload length); anything else is not an ack.
+ *
+ * @since 0.1.0
  */
 export const decodeAckInto = (buf: Buffer, offset: number, len: number, out: AckFields): boolean => {
   if (len !== HEADER_BYTES || buf.readUInt32LE(offset) !== MAGIC) return false
@@ -231,7 +251,11 @@ export const decodeAckInto = (buf: Buffer, offset: number, len: number, out: Ack
   return true
 }
 
-/** Whether `buf[offset, offset + len)` starts with {@link MAGIC} (`isCtrlFrameMagic`): a typed frame, not a raw one. */
+/**
+ * Whether `buf[offset, offset + len)` starts with {@link MAGIC} (`isCtrlFrameMagic`): a typed frame, not a raw one.
+ *
+ * @since 0.1.0
+ */
 export const isCtrlFrame = (buf: Buffer, offset: number, len: number): boolean =>
   len >= 4 && buf.readUInt32LE(offset) === MAGIC
 
@@ -259,6 +283,8 @@ const check = (buf: Buffer, offset: number, len: number): number => {
  * the name and message ranges (offsets into `buf`) and the stamp (`stamped = true`, `session`, `seq`); returns 0, or a
  * {@link Reject} code and leaves `out` as it was. Epoch, ack_seq and flags are checked, not reported ({@link decode}
  * reports them). Copy the bytes out before the slot is reposted.
+ *
+ * @since 0.1.0
  */
 export const decodeInto = (buf: Buffer, offset: number, len: number, out: StampedRanges): number => {
   const code = check(buf, offset, len)
@@ -279,6 +305,8 @@ export const decodeInto = (buf: Buffer, offset: number, len: number, out: Stampe
 /**
  * Decodes a whole frame, or returns `undefined` for one the C++ decoders reject (see the module's rules). `name` and
  * `msg` are copies, independent of `bytes`. Never throws.
+ *
+ * @since 0.1.0
  */
 export const decode = (bytes: Uint8Array): Frame | undefined => {
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)

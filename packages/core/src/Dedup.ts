@@ -22,15 +22,31 @@ import * as EngineConfig from "./EngineConfig.js"
 import { type DedupCounters, SessionTable, type SessionTableOptions } from "./internal/ReplayWindow.js"
 import * as NotifyFrame from "./NotifyFrame.js"
 
-/** The `(session, seq)` a sender puts on a notification (RFC PR 6): the `Notify` request's `NotificationStamp`. */
+/**
+ * The `(session, seq)` a sender puts on a notification (RFC PR 6): the `Notify` request's `NotificationStamp`.
+ *
+ * @since 0.1.0
+ */
 export type Stamp = NotificationStamp
 
-/** Where a decoded frame's name and message lie, and its stamp if the frame carried one. Reuse one object. */
+/**
+ * Where a decoded frame's name and message lie, and its stamp if the frame carried one. Reuse one object.
+ *
+ * @since 0.1.0
+ */
 export const DecodedFrame = CtrlFrame.StampedRanges
-/** A {@link DecodedFrame}. */
+/**
+ * A {@link DecodedFrame}.
+ *
+ * @since 0.1.0
+ */
 export type DecodedFrame = CtrlFrame.StampedRanges
 
-/** Framing and admission of notifications. Hot path: plain synchronous functions. */
+/**
+ * Framing and admission of notifications. Hot path: plain synchronous functions.
+ *
+ * @since 0.1.0
+ */
 export interface DedupShape {
   /** Advertised as `notify_proto` in this engine's `BootstrapDesc`. */
   readonly notifyProto: number
@@ -97,6 +113,8 @@ const newSession = (): bigint => {
  * by the C++ decoder's rules, anything else as a raw frame (a raw frame cannot start with the magic: it would declare
  * a 1.1 GB name). Admission: unstamped notifications pass; stamped ones pass a per-sender-session anti-replay window
  * (high-water mark + 4096 bits), one for every transport, so a copy is dropped whichever transport carried it.
+ *
+ * @since 0.1.0
  */
 export const makeSeries = (options: SessionTableOptions = {}): DedupShape => {
   const session = newSession()

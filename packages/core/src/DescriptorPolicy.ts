@@ -14,13 +14,25 @@
 import { DescriptorCache, NeedsRefreshCache, TransportFailure } from "@tent/rpc"
 import { Layer } from "effect"
 
-/** The descriptor policy service (the cache's `StaleClassifier`). */
+/**
+ * The descriptor policy service (the cache's `StaleClassifier`).
+ *
+ * @since 0.1.0
+ */
 export const DescriptorPolicy = DescriptorCache.StaleClassifier
 
-/** TENT `main`: refetch on any failed control-plane call. */
+/**
+ * TENT `main`: refetch on any failed control-plane call.
+ *
+ * @since 0.1.0
+ */
 export const legacy: DescriptorCache.StaleClassifierShape = DescriptorCache.legacy
 
-/** {@link legacy} as a Layer. */
+/**
+ * {@link legacy} as a Layer.
+ *
+ * @since 0.1.0
+ */
 export const layerLegacy: Layer.Layer<DescriptorCache.StaleClassifier> = DescriptorCache.layerLegacy
 
 /**
@@ -30,6 +42,8 @@ export const layerLegacy: Layer.Layer<DescriptorCache.StaleClassifier> = Descrip
  * peer is delivered when it resumes, and running it again would deliver it twice). Under a central registry it is
  * refetched once and the call repeated only if the address changed; a failed refetch returns the call's own error.
  * `NeedsRefreshCache` (the descriptor lacks what the call needs) still refetches, as in TENT.
+ *
+ * @since 0.1.0
  */
 export const keepOnFailure: DescriptorCache.StaleClassifierShape = {
   classify: (error, registry) =>
@@ -42,7 +56,11 @@ export const keepOnFailure: DescriptorCache.StaleClassifierShape = {
   onRefetchFailure: "original"
 }
 
-/** {@link keepOnFailure} as a Layer (`Series.DescriptorPolicy`). */
+/**
+ * {@link keepOnFailure} as a Layer (`Series.DescriptorPolicy`).
+ *
+ * @since 0.1.0
+ */
 export const layer: Layer.Layer<DescriptorCache.StaleClassifier> = Layer.succeed(
   DescriptorCache.StaleClassifier,
   keepOnFailure

@@ -19,7 +19,11 @@ import * as Metrics from "./Metrics.js"
 import { PeerHealthPolicy } from "./PeerHealth.js"
 import { Resend, type ResendCounters } from "./Resend.js"
 
-/** One endpoint, as tools show it. */
+/**
+ * One endpoint, as tools show it.
+ *
+ * @since 0.1.0
+ */
 export interface EndpointInfo {
   readonly localNic: string
   readonly peerNicPath: string
@@ -40,7 +44,11 @@ export interface EndpointInfo {
 
 type PeerHealthMetrics = HealthRecord.PeerHealthMetrics
 
-/** What the notify paths counted (RDMA: the notify poller's; TCP: the transport's). */
+/**
+ * What the notify paths counted (RDMA: the notify poller's; TCP: the transport's).
+ *
+ * @since 0.1.0
+ */
 export interface Counters {
   readonly rdma?:
     | {
@@ -72,7 +80,11 @@ export interface Counters {
   readonly receipts?: Readonly<ReceiptCounters> | undefined
 }
 
-/** Inspection and in-process fault injection. */
+/**
+ * Inspection and in-process fault injection.
+ *
+ * @since 0.1.0
+ */
 export interface DiagnosticsShape {
   /** Whether the RDMA and TCP transports are installed. */
   readonly installed: { readonly rdma: boolean; readonly tcp: boolean }
@@ -99,10 +111,18 @@ export interface DiagnosticsShape {
   readonly disableNotify: (segment: string) => Effect.Effect<number>
 }
 
-/** The engine's diagnostics. */
+/**
+ * The engine's diagnostics.
+ *
+ * @since 0.1.0
+ */
 export class Diagnostics extends Context.Tag("@tent/core/Diagnostics")<Diagnostics, DiagnosticsShape>() {}
 
-/** Diagnostics over the engine's transports. */
+/**
+ * Diagnostics over the engine's transports.
+ *
+ * @since 0.1.0
+ */
 export const make = Effect.gen(function* () {
   const rdma = yield* RdmaTransport
   const tcp = yield* TcpTransport
@@ -170,5 +190,9 @@ export const make = Effect.gen(function* () {
   } satisfies DiagnosticsShape
 })
 
-/** Diagnostics as a Layer over the engine's transports. */
+/**
+ * Diagnostics as a Layer over the engine's transports.
+ *
+ * @since 0.1.0
+ */
 export const layer = Layer.effect(Diagnostics, make)

@@ -19,26 +19,40 @@ import { Metrics as Health } from "@tent/health"
 import { NotifyWire, Metrics as Rpc } from "@tent/rpc"
 import * as CtrlFrame from "./CtrlFrame.js"
 
-/** One metric as the README's table documents it. */
+/**
+ * One metric as the README's table documents it.
+ *
+ * @since 0.1.0
+ */
 export type CatalogEntry = Rpc.CatalogEntry
 
-/** A label set's series: `update(n, peer?)`. */
+/**
+ * A label set's series: `update(n, peer?)`.
+ *
+ * @since 0.1.0
+ */
 export type Series = Rpc.Series
 
 /**
  * Adds (or stops adding) a `peer` label to the metrics that take one (see {@link allMetrics}' `optionalLabels`);
  * off by default, as one series per peer can be many. Synchronous, effective from the next increment. Wired to the
  * config key `metrics/peer_labels` by the CLI.
- */
+ * @since 0.1.0 */
 export const setPeerLabels: (on: boolean) => void = Rpc.setPeerLabels
 
-/** Whether the `peer` label is on. */
+/** Whether the `peer` label is on.
+ * @since 0.1.0 */
 export const peerLabels: () => boolean = Rpc.peerLabels
 
-/** The transports a notification goes over: RDMA notify QP, the TCP transport, the control plane's `Notify`. */
+/**
+ * The transports a notification goes over: RDMA notify QP, the TCP transport, the control plane's `Notify`.
+ *
+ * @since 0.1.0
+ */
 export type Transport = "rdma" | "tcp" | "rpc"
 
-/** Notifications handed to a transport (posted on the notify QP, written to TCP, sent with `Notify`). */
+/** Notifications handed to a transport (posted on the notify QP, written to TCP, sent with `Notify`).
+ * @since 0.1.0 */
 export const notificationsSent = Rpc.counter(
   "tent_notifications_sent_total",
   "notifications sent, by transport (rdma: posted on a notify QP; tcp: the TCP transport's Notify; rpc: the control plane's own Notify), resends included",
@@ -46,7 +60,8 @@ export const notificationsSent = Rpc.counter(
   { peer: true }
 )
 
-/** Notifications delivered to this engine's handlers, by the transport that brought them. */
+/** Notifications delivered to this engine's handlers, by the transport that brought them.
+ * @since 0.1.0 */
 export const notificationsReceived = Rpc.counter(
   "tent_notifications_received_total",
   "notifications received and delivered (duplicates not counted), by transport (a Notify is tcp when the TCP transport takes it, else rpc)",
@@ -54,7 +69,8 @@ export const notificationsReceived = Rpc.counter(
   { peer: true }
 )
 
-/** Notifications a transport failed to send (the caller may then fall back to the next). */
+/** Notifications a transport failed to send (the caller may then fall back to the next).
+ * @since 0.1.0 */
 export const notificationsFailed = Rpc.counter(
   "tent_notifications_failed_total",
   "notification sends that failed on a transport, by transport (a fallback may still deliver them)",
@@ -62,7 +78,8 @@ export const notificationsFailed = Rpc.counter(
   { peer: true }
 )
 
-/** A notification sent over a later transport after an earlier one failed or was unavailable. */
+/** A notification sent over a later transport after an earlier one failed or was unavailable.
+ * @since 0.1.0 */
 export const fallbacks = Rpc.counter(
   "tent_fallbacks_total",
   "notifications that fell back from one transport to the next (from, to)",
@@ -70,7 +87,8 @@ export const fallbacks = Rpc.counter(
   { peer: true }
 )
 
-/** Pending notifications of a retired channel resent, by the transport that took them, and those lost. */
+/** Pending notifications of a retired channel resent, by the transport that took them, and those lost.
+ * @since 0.1.0 */
 export const resends = Rpc.counter(
   "tent_resends_total",
   "pending notifications of a retired or disabled notify channel: resent (transport rdma, tcp or rpc; outcome sent), lost (none, failed), or never resent because unstamped (none, not_resendable)",
@@ -78,35 +96,40 @@ export const resends = Rpc.counter(
   { peer: true }
 )
 
-/** Notify channels handed to the resend with entries pending. */
+/** Notify channels handed to the resend with entries pending.
+ * @since 0.1.0 */
 export const resendChannels = Rpc.counter(
   "tent_resend_channels_total",
   "notify channels retired or disabled with notifications pending, handed to the resend",
   []
 )
 
-/** NIC-pair attempts of the resend, by pair and outcome (`sent`, `failed`, `skipped`: the pair was paused). */
+/** NIC-pair attempts of the resend, by pair and outcome (`sent`, `failed`, `skipped`: the pair was paused).
+ * @since 0.1.0 */
 export const resendPairAttempts = Rpc.counter(
   "tent_resend_pair_attempts_total",
   "NIC-pair attempts of the resend, by local NIC, peer NIC and outcome (sent, failed, skipped: pair paused)",
   ["local_nic", "peer_nic", "outcome"]
 )
 
-/** Stamped notifications dropped by the dedup window as copies already delivered. */
+/** Stamped notifications dropped by the dedup window as copies already delivered.
+ * @since 0.1.0 */
 export const duplicatesDropped = Rpc.counter(
   "tent_duplicates_dropped_total",
   "stamped notifications dropped by the dedup window as copies of one already delivered",
   []
 )
 
-/** Stamped notifications dropped as older than their session's window. */
+/** Stamped notifications dropped as older than their session's window.
+ * @since 0.1.0 */
 export const dedupTooOld = Rpc.counter(
   "tent_dedup_too_old_total",
   "stamped notifications dropped as older than their session's dedup window",
   []
 )
 
-/** Dedup sessions forgotten: `evicted` (over `notification/dedup_max_sessions`) or `expired` (idle past the TTL). */
+/** Dedup sessions forgotten: `evicted` (over `notification/dedup_max_sessions`) or `expired` (idle past the TTL).
+ * @since 0.1.0 */
 export const dedupSessionsDropped = Rpc.counter(
   "tent_dedup_sessions_dropped_total",
   "dedup sessions forgotten, by cause (evicted: over dedup_max_sessions; expired: idle past dedup_session_ttl_ms)",
@@ -116,7 +139,7 @@ export const dedupSessionsDropped = Rpc.counter(
 /**
  * Why a received frame was dropped (the `reason` label): a `NotifyWire` or `CtrlFrame` reject, or `slot` for a
  * completion whose slot index or length is out of range.
- */
+ * @since 0.1.0 */
 export const FRAME_REJECT_REASONS = [
   "empty",
   "short",
@@ -134,21 +157,24 @@ export const FRAME_REJECT_REASONS = [
   "other"
 ] as const
 
-/** Received notification frames that did not decode, dropped and counted, by reason. */
+/** Received notification frames that did not decode, dropped and counted, by reason.
+ * @since 0.1.0 */
 export const framesRejected = Rpc.counter(
   "tent_frames_rejected_total",
   "received notify QP frames dropped as malformed, by reason (the NotifyWire or CtrlFrame reject: short, magic, name_too_long, ...; slot: slot index or length out of range)",
   ["reason"]
 )
 
-/** Successful notify completions whose QP number was not in the table (TENT "unknown QP"). */
+/** Successful notify completions whose QP number was not in the table (TENT "unknown QP").
+ * @since 0.1.0 */
 export const unknownQpDrops = Rpc.counter(
   "tent_unknown_qp_drops_total",
   "notify completions dropped because their QP number was not in the QP table",
   []
 )
 
-/** Waits for a free notify send slot (window unit), seconds, by outcome (`ok`, `timeout`). */
+/** Waits for a free notify send slot (window unit), seconds, by outcome (`ok`, `timeout`).
+ * @since 0.1.0 */
 export const slotWait = Rpc.histogram(
   "tent_notify_slot_wait_seconds",
   "waits of a notification for a free notify send slot, seconds (only sends that had to wait)",
@@ -156,49 +182,56 @@ export const slotWait = Rpc.histogram(
   ["outcome"]
 )
 
-/** Slot waits that ran out of time (the send then fails or falls back). */
+/** Slot waits that ran out of time (the send then fails or falls back).
+ * @since 0.1.0 */
 export const slotWaitTimeouts = Rpc.counter(
   "tent_notify_slot_wait_timeouts_total",
   "notifications that waited for a notify send slot past the timeout",
   []
 )
 
-/** Failed notify completions other than the flushes of an endpoint no longer ready. */
+/** Failed notify completions other than the flushes of an endpoint no longer ready.
+ * @since 0.1.0 */
 export const notifyQpErrors = Rpc.counter(
   "tent_notify_qp_errors_total",
   "failed notify QP completions (not counting flushes of endpoints no longer ready)",
   []
 )
 
-/** Notify channels disabled (TENT's `notify_connected_ = false`): after an error, or injected. */
+/** Notify channels disabled (TENT's `notify_connected_ = false`): after an error, or injected.
+ * @since 0.1.0 */
 export const notifyQpDisables = Rpc.counter(
   "tent_notify_qp_disables_total",
   "notify channels disabled, so notifications towards that peer take the fallback path",
   []
 )
 
-/** Endpoints retired, by cause. */
+/** Endpoints retired, by cause.
+ * @since 0.1.0 */
 export const retirements = Rpc.counter(
   "tent_endpoint_retirements_total",
   "RDMA endpoints retired (QPs to ERR, then destroyed), by cause (reset, data_error, evicted, reconnect, setup_failed, shutdown)",
   ["cause"]
 )
 
-/** Bytes moved by transfers, by op (`read`, `write`) and transport. */
+/** Bytes moved by transfers, by op (`read`, `write`) and transport.
+ * @since 0.1.0 */
 export const transferBytes = Rpc.counter(
   "tent_transfer_bytes_total",
   "bytes of completed transfer slices, by op (read, write) and transport (rdma, tcp)",
   ["op", "transport"]
 )
 
-/** Transfer slices tried again after a failure. */
+/** Transfer slices tried again after a failure.
+ * @since 0.1.0 */
 export const sliceRetries = Rpc.counter(
   "tent_transfer_slice_retries_total",
   "transfer slices posted again after a failed attempt",
   []
 )
 
-/** Notifications whose subscribed handler threw (the notification still counts as received). */
+/** Notifications whose subscribed handler threw (the notification still counts as received).
+ * @since 0.1.0 */
 export const handlerErrors = Rpc.counter(
   "tent_handler_errors_total",
   "calls of a subscribed notification handler that threw",
@@ -215,15 +248,22 @@ const byTransport = (family: typeof notificationsSent): Readonly<Record<Transpor
   rpc: family.child("rpc")
 })
 
-/** `tent_notifications_sent_total` by transport. */
+/** `tent_notifications_sent_total` by transport.
+ * @since 0.1.0 */
 export const sent = byTransport(notificationsSent)
-/** `tent_notifications_received_total` by transport. */
+/** `tent_notifications_received_total` by transport.
+ * @since 0.1.0 */
 export const received = byTransport(notificationsReceived)
-/** `tent_notifications_failed_total` by transport. */
+/** `tent_notifications_failed_total` by transport.
+ * @since 0.1.0 */
 export const failed = byTransport(notificationsFailed)
 
 const fallbackSeries = new Map<string, Series>()
-/** `tent_fallbacks_total{from, to}` (three transports: at most six series). */
+/**
+ * `tent_fallbacks_total{from, to}` (three transports: at most six series).
+ *
+ * @since 0.1.0
+ */
 export const fallback = (from: Transport, to: Transport): Series => {
   const k = `${from}>${to}`
   let series = fallbackSeries.get(k)
@@ -243,7 +283,8 @@ for (const [from, to] of [
 ] as const)
   fallback(from, to)
 
-/** `tent_resends_total` by what became of a pending notification. */
+/** `tent_resends_total` by what became of a pending notification.
+ * @since 0.1.0 */
 export const resent = {
   rdma: resends.child("rdma", "sent"),
   tcp: resends.child("tcp", "sent"),
@@ -252,12 +293,17 @@ export const resent = {
   notResendable: resends.child("none", "not_resendable")
 } as const
 
-/** `tent_duplicates_dropped_total`. */
+/** `tent_duplicates_dropped_total`.
+ * @since 0.1.0 */
 export const duplicate = duplicatesDropped.child()
-/** `tent_dedup_too_old_total`. */
+/** `tent_dedup_too_old_total`.
+ * @since 0.1.0 */
 export const tooOld = dedupTooOld.child()
-/** `tent_dedup_sessions_dropped_total` by cause. */
+/** `tent_dedup_sessions_dropped_total` by cause.
+ * @since 0.1.0 */
 export const sessionEvicted = dedupSessionsDropped.child("evicted")
+/** `tent_dedup_sessions_dropped_total` with cause `expired` (idle past `dedup_session_ttl_ms`).
+ * @since 0.1.0 */
 export const sessionExpired = dedupSessionsDropped.child("expired")
 
 const rejectSeries: Array<Series> = []
@@ -281,26 +327,48 @@ rejectReason(CtrlFrame.Reject.NameTooLong, "name_too_long")
 rejectReason(CtrlFrame.Reject.MsgTooLong, "msg_too_long")
 rejectReason(CtrlFrame.Reject.Trailing, "trailing")
 
-/** `tent_frames_rejected_total` of a `NotifyWire`/`CtrlFrame` reject code (`other` for a code not listed). */
+/**
+ * `tent_frames_rejected_total` of a `NotifyWire`/`CtrlFrame` reject code (`other` for a code not listed).
+ *
+ * @since 0.1.0
+ */
 export const rejected = (code: number): Series => rejectSeries[code] ?? rejectOther
-/** `tent_frames_rejected_total{reason="slot"}`: a receive completion whose slot index or length is out of range. */
+/** `tent_frames_rejected_total{reason="slot"}`: a receive completion whose slot index or length is out of range.
+ * @since 0.1.0 */
 export const rejectedSlot = framesRejected.child("slot")
 
-/** `tent_unknown_qp_drops_total`. */
+/** `tent_unknown_qp_drops_total`.
+ * @since 0.1.0 */
 export const unknownQp = unknownQpDrops.child()
-/** `tent_notify_slot_wait_seconds` by outcome, and `tent_notify_slot_wait_timeouts_total`. */
+/** `tent_notify_slot_wait_seconds` by outcome, and `tent_notify_slot_wait_timeouts_total`.
+ * @since 0.1.0 */
 export const slotWaitOk = slotWait.child("ok")
+/** `tent_notify_slot_wait_seconds` with outcome `timeout`.
+ * @since 0.1.0 */
 export const slotWaitTimedOut = slotWait.child("timeout")
+/** `tent_notify_slot_wait_timeouts_total`.
+ * @since 0.1.0 */
 export const slotTimeout = slotWaitTimeouts.child()
-/** `tent_notify_qp_errors_total`, `tent_notify_qp_disables_total`. */
+/** `tent_notify_qp_errors_total`, `tent_notify_qp_disables_total`.
+ * @since 0.1.0 */
 export const notifyQpError = notifyQpErrors.child()
+/** `tent_notify_qp_disables_total`.
+ * @since 0.1.0 */
 export const notifyQpDisable = notifyQpDisables.child()
 
-/** Why an endpoint was retired (the `cause` label of `tent_endpoint_retirements_total`). */
+/**
+ * Why an endpoint was retired (the `cause` label of `tent_endpoint_retirements_total`).
+ *
+ * @since 0.1.0
+ */
 export type RetireCause = "reset" | "data_error" | "evicted" | "reconnect" | "setup_failed" | "shutdown"
 
 const retireSeries = new Map<RetireCause, Series>()
-/** `tent_endpoint_retirements_total{cause}`. */
+/**
+ * `tent_endpoint_retirements_total{cause}`.
+ *
+ * @since 0.1.0
+ */
 export const retired = (cause: RetireCause): Series => {
   let series = retireSeries.get(cause)
   if (series === undefined) {
@@ -311,20 +379,25 @@ export const retired = (cause: RetireCause): Series => {
 }
 for (const cause of ["reset", "data_error", "evicted", "reconnect", "setup_failed", "shutdown"] as const) retired(cause)
 
-/** `tent_resend_channels_total`. */
+/** `tent_resend_channels_total`.
+ * @since 0.1.0 */
 export const resendChannel = resendChannels.child()
 
-/** `tent_transfer_bytes_total` by op and transport. */
+/** `tent_transfer_bytes_total` by op and transport.
+ * @since 0.1.0 */
 export const bytes = {
   read: { rdma: transferBytes.child("read", "rdma"), tcp: transferBytes.child("read", "tcp") },
   write: { rdma: transferBytes.child("write", "rdma"), tcp: transferBytes.child("write", "tcp") }
 } as const
-/** `tent_transfer_slice_retries_total`. */
+/** `tent_transfer_slice_retries_total`.
+ * @since 0.1.0 */
 export const sliceRetry = sliceRetries.child()
-/** `tent_handler_errors_total`. */
+/** `tent_handler_errors_total`.
+ * @since 0.1.0 */
 export const handlerError = handlerErrors.child()
 
-/** Accepted notifications that ended without a receipt (delivery receipts), by reason. */
+/** Accepted notifications that ended without a receipt (delivery receipts), by reason.
+ * @since 0.1.0 */
 export const notificationsUndelivered = Rpc.counter(
   "tent_notify_undelivered_total",
   "accepted notifications that ended as an Undelivered event instead of a receipt, by reason (PeerRestarted, Timeout, NotResendable, Rejected, Unconfirmed)",
@@ -332,7 +405,8 @@ export const notificationsUndelivered = Rpc.counter(
   { peer: true }
 )
 
-/** Time from acceptance to receipt. */
+/** Time from acceptance to receipt.
+ * @since 0.1.0 */
 export const receiptSeconds = Rpc.histogram(
   "tent_notify_receipt_seconds",
   "time from sendNotification accepting a notification to its receipt, seconds",
@@ -340,7 +414,8 @@ export const receiptSeconds = Rpc.histogram(
   []
 )
 
-/** Header-only `CTRL_ACK`s this engine sent (receipts of what it received). */
+/** Header-only `CTRL_ACK`s this engine sent (receipts of what it received).
+ * @since 0.1.0 */
 export const acksSent = Rpc.counter(
   "tent_notify_acks_sent_total",
   "header-only CTRL_ACK frames sent on notify QPs (cumulative receipts of the notifications received)",
@@ -348,7 +423,11 @@ export const acksSent = Rpc.counter(
 )
 
 const undeliveredSeries = new Map<string, Series>()
-/** `tent_notify_undelivered_total{reason}`. */
+/**
+ * `tent_notify_undelivered_total{reason}`.
+ *
+ * @since 0.1.0
+ */
 export const undelivered = (reason: string): Series => {
   let series = undeliveredSeries.get(reason)
   if (series === undefined) {
@@ -358,12 +437,15 @@ export const undelivered = (reason: string): Series => {
   return series
 }
 for (const reason of ["PeerRestarted", "Timeout", "NotResendable", "Rejected", "Unconfirmed"]) undelivered(reason)
-/** `tent_notify_receipt_seconds`. */
+/** `tent_notify_receipt_seconds`.
+ * @since 0.1.0 */
 export const receiptLatency = receiptSeconds.child()
-/** `tent_notify_acks_sent_total`. */
+/** `tent_notify_acks_sent_total`.
+ * @since 0.1.0 */
 export const ackSent = acksSent.child()
 
-/** This package's metrics. */
+/** This package's metrics.
+ * @since 0.1.0 */
 export const catalog: ReadonlyArray<CatalogEntry> = [
   notificationsSent.entry,
   notificationsReceived.entry,
@@ -390,5 +472,6 @@ export const catalog: ReadonlyArray<CatalogEntry> = [
   acksSent.entry
 ]
 
-/** Every metric of tent: core's, then `@tent/health`'s, then `@tent/rpc`'s. */
+/** Every metric of tent: core's, then `@tent/health`'s, then `@tent/rpc`'s.
+ * @since 0.1.0 */
 export const allMetrics: ReadonlyArray<CatalogEntry> = [...catalog, ...Health.catalog, ...Rpc.catalog]

@@ -17,7 +17,11 @@ import { type ConfigSource, make } from "./internal/config/provider.js"
 
 export type { ConfigSource }
 
-/** The keys of the metrics export, with their defaults. */
+/**
+ * The keys of the metrics export, with their defaults.
+ *
+ * @since 0.1.0
+ */
 export const keys = {
   "metrics/enabled": {
     kind: "bool",
@@ -43,17 +47,29 @@ export const keys = {
   }
 } as const satisfies Record<string, KeySpec>
 
-/** A key of {@link keys}. */
+/**
+ * A key of {@link keys}.
+ *
+ * @since 0.1.0
+ */
 export type Key = keyof typeof keys
 
-/** TENT's environment variables for these keys (`config_keys::ENV_METRICS_*`) and the key each sets. */
+/**
+ * TENT's environment variables for these keys (`config_keys::ENV_METRICS_*`) and the key each sets.
+ *
+ * @since 0.1.0
+ */
 export const env: Readonly<Record<string, Key>> = {
   TENT_METRICS_ENABLED: "metrics/enabled",
   TENT_METRICS_HTTP_PORT: "metrics/http_port",
   TENT_METRICS_HTTP_HOST: "metrics/http_host"
 }
 
-/** The metrics export's settings. */
+/**
+ * The metrics export's settings.
+ *
+ * @since 0.1.0
+ */
 export interface MetricsSettings {
   /** `metrics/enabled`: whether the endpoint is served. */
   readonly enabled: boolean
@@ -65,7 +81,11 @@ export interface MetricsSettings {
   readonly peerLabels: boolean
 }
 
-/** The defaults of {@link keys}. */
+/**
+ * The defaults of {@link keys}.
+ *
+ * @since 0.1.0
+ */
 export const defaults: MetricsSettings = {
   enabled: keys["metrics/enabled"].default,
   httpPort: keys["metrics/http_port"].default,
@@ -78,6 +98,8 @@ const read = readers(keys)
 /**
  * {@link MetricsSettings} read from the current `ConfigProvider` (one whose path delimiter is `/`, as the engine's);
  * a wrong value fails naming its key. An empty host is refused: it would bind every interface.
+ *
+ * @since 0.1.0
  */
 export const config: Config.Config<MetricsSettings> = Config.all({
   enabled: read.bool("metrics/enabled"),
@@ -100,6 +122,8 @@ export const config: Config.Config<MetricsSettings> = Config.all({
  * Reads {@link MetricsSettings} from a configuration source (the engine's: `--config` file, `MC_TENT_CONF`, the
  * environment with TENT's `TENT_METRICS_*` names and the constant-case key names); fails with a `ConfigError` naming
  * the key on a wrong value.
+ *
+ * @since 0.1.0
  */
 export const load = (source: ConfigSource = {}): Effect.Effect<MetricsSettings, ConfigError.ConfigError> =>
   Effect.flatMap(make(keys, env, source), (provider) => Effect.withConfigProvider(config, provider))

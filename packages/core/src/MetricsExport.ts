@@ -16,7 +16,11 @@ import { type ConfigError, Effect, Layer, Schema } from "effect"
 import * as Metrics from "./Metrics.js"
 import { type ConfigSource, load, type MetricsSettings } from "./MetricsConfig.js"
 
-/** The metrics endpoint could not be served: its port is taken, its host is not an interface of this machine, … */
+/**
+ * The metrics endpoint could not be served: its port is taken, its host is not an interface of this machine, …
+ *
+ * @since 0.1.0
+ */
 export class MetricsExportError extends Schema.TaggedError<MetricsExportError>()("MetricsExportError", {
   reason: Schema.Literal("AddressInUse", "Listen", "Unavailable"),
   /** The key to change: `metrics/http_port` or `metrics/http_host`. */
@@ -26,7 +30,11 @@ export class MetricsExportError extends Schema.TaggedError<MetricsExportError>()
   message: Schema.String
 }) {}
 
-/** The URL the endpoint of `settings` serves. */
+/**
+ * The URL the endpoint of `settings` serves.
+ *
+ * @since 0.1.0
+ */
 export const url = (settings: Pick<MetricsSettings, "httpHost" | "httpPort">): string =>
   `http://${settings.httpHost.includes(":") ? `[${settings.httpHost}]` : settings.httpHost}:${settings.httpPort}/metrics`
 
@@ -103,6 +111,8 @@ const serve = (settings: MetricsSettings) =>
 /**
  * The export of `settings`: when `enabled`, the Prometheus endpoint listening from the Layer's build to the end of
  * its scope; otherwise nothing (no server, no exporter loaded). Applies `peerLabels` either way.
+ *
+ * @since 0.1.0
  */
 export const layer = (settings: MetricsSettings): Layer.Layer<never, MetricsExportError> =>
   Layer.scopedDiscard(
@@ -115,6 +125,8 @@ export const layer = (settings: MetricsSettings): Layer.Layer<never, MetricsExpo
 /**
  * {@link layer} with the settings of a configuration source (`MetricsConfig.load`: the `--config` file,
  * `MC_TENT_CONF`, `TENT_METRICS_*` and the constant-case key names); a wrong value fails naming its key.
+ *
+ * @since 0.1.0
  */
 export const layerConfig = (
   source: ConfigSource = {}

@@ -20,16 +20,28 @@
 import type { Notification } from "@tent/rpc"
 import { Context, type Effect, Layer } from "effect"
 
-/** Which transport carries a notification: the RDMA notify QP, the TCP transport, or the control plane's `Notify`. */
+/**
+ * Which transport carries a notification: the RDMA notify QP, the TCP transport, or the control plane's `Notify`.
+ *
+ * @since 0.1.0
+ */
 export type SenderKind = "rdma" | "tcp" | "rpc"
 
-/** One way to send a notification to a segment. */
+/**
+ * One way to send a notification to a segment.
+ *
+ * @since 0.1.0
+ */
 export interface NotifySender {
   readonly kind: SenderKind
   readonly send: (segment: string, n: Notification) => Effect.Effect<void, unknown>
 }
 
-/** What the engine offers a notification: the installed transports in slot order, and the control plane. */
+/**
+ * What the engine offers a notification: the installed transports in slot order, and the control plane.
+ *
+ * @since 0.1.0
+ */
 export interface NotifySenders {
   /** The installed notification-capable transports, RDMA before TCP. */
   readonly transports: ReadonlyArray<NotifySender>
@@ -39,10 +51,18 @@ export interface NotifySenders {
   readonly slotPayload: number
 }
 
-/** The queue a received notification lands in: the transport that carried it (`Notify` lands in `tcp`'s). */
+/**
+ * The queue a received notification lands in: the transport that carried it (`Notify` lands in `tcp`'s).
+ *
+ * @since 0.1.0
+ */
 export type QueueKind = "rdma" | "tcp"
 
-/** The routing policy. */
+/**
+ * The routing policy.
+ *
+ * @since 0.1.0
+ */
 export interface NotificationRoutingShape {
   /** The senders `n` tries, in order (evaluated per notification; keep it allocation-free on the common path). */
   readonly route: (n: Notification, senders: NotifySenders) => ReadonlyArray<NotifySender>
@@ -54,7 +74,11 @@ export interface NotificationRoutingShape {
   readonly rpcCallback: "tcp" | "engine"
 }
 
-/** The notification routing policy of the engine. */
+/**
+ * The notification routing policy of the engine.
+ *
+ * @since 0.1.0
+ */
 export class NotificationRouting extends Context.Tag("@tent/core/NotificationRouting")<
   NotificationRouting,
   NotificationRoutingShape
@@ -62,7 +86,11 @@ export class NotificationRouting extends Context.Tag("@tent/core/NotificationRou
 
 const firstOnly = new WeakMap<NotifySenders, ReadonlyArray<NotifySender>>()
 
-/** TENT `main`: first installed transport only, no fallback, drain the first only, TCP installs the callback. */
+/**
+ * TENT `main`: first installed transport only, no fallback, drain the first only, TCP installs the callback.
+ *
+ * @since 0.1.0
+ */
 export const legacy: NotificationRoutingShape = {
   route: (_n, senders) => {
     let order = firstOnly.get(senders)
@@ -77,7 +105,11 @@ export const legacy: NotificationRoutingShape = {
   rpcCallback: "tcp"
 }
 
-/** {@link legacy} as a Layer. */
+/**
+ * {@link legacy} as a Layer.
+ *
+ * @since 0.1.0
+ */
 export const layerLegacy: Layer.Layer<NotificationRouting> = Layer.succeed(NotificationRouting, legacy)
 
 /** The failures of a sender after which nothing left this host, so the next sender may carry the notification. */
@@ -101,6 +133,8 @@ const routes = new WeakMap<
  * failed control-plane call (`TransportFailure`: the peer did not answer, a bootstrap timeout included) does not — a
  * dead control plane costs the one timeout the caller already paid; a notification larger than a slot skips the
  * notify QP; every queue is drained; the engine takes `Notify` even without the TCP transport.
+ *
+ * @since 0.1.0
  */
 export const rpcFallback: NotificationRoutingShape = {
   route: (n, senders) => {
@@ -118,5 +152,9 @@ export const rpcFallback: NotificationRoutingShape = {
   rpcCallback: "engine"
 }
 
-/** {@link rpcFallback} as a Layer (`Series.RpcFallback`). */
+/**
+ * {@link rpcFallback} as a Layer (`Series.RpcFallback`).
+ *
+ * @since 0.1.0
+ */
 export const layer: Layer.Layer<NotificationRouting> = Layer.succeed(NotificationRouting, rpcFallback)

@@ -34,7 +34,15 @@ export const Reject = NotifyWire.Reject
  */
 export const decode: (buf: Buffer, offset: number, len: number, out: DecodedRanges) => number = NotifyWire.decode
 
-/** Where {@link decode} found the name and message; reuse one object. */
+/**
+ * Where {@link decode} found the name and message; reuse one object.
+ *
+ * @since 0.1.0
+ */
 export const DecodedRanges = NotifyWire.DecodedRanges
-/** Where {@link decode} found the name and message. */
+/**
+ * Where {@link decode} found the name and message.
+ *
+ * @since 0.1.0
+ */
 export type DecodedRanges = NotifyWire.DecodedRanges

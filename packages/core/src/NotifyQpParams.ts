@@ -15,16 +15,28 @@ import { Context, Layer } from "effect"
 import type { EndpointParams } from "./EngineConfig.js"
 import { clampMtu } from "./internal/rdma/NicPath.js"
 
-/** Chooses the notify QP's RC attributes. */
+/**
+ * Chooses the notify QP's RC attributes.
+ *
+ * @since 0.1.0
+ */
 export interface NotifyQpParamsShape {
   /** The attributes, given the data QPs' `EndPointParams`, the port's active MTU (`ibv_mtu`) and the GID index. */
   readonly params: (endpoint: EndpointParams, activeMtu: Mtu, sgidIndex: number) => Rc.RcParams
 }
 
-/** The notify QP attribute policy. */
+/**
+ * The notify QP attribute policy.
+ *
+ * @since 0.1.0
+ */
 export class NotifyQpParams extends Context.Tag("@tent/core/NotifyQpParams")<NotifyQpParams, NotifyQpParamsShape>() {}
 
-/** TENT `main`'s hard-coded notify QP attributes. */
+/**
+ * TENT `main`'s hard-coded notify QP attributes.
+ *
+ * @since 0.1.0
+ */
 export const legacy: NotifyQpParamsShape = {
   params: (_endpoint, _activeMtu, sgidIndex) => ({
     ...Rc.defaultParams,
@@ -41,13 +53,19 @@ export const legacy: NotifyQpParamsShape = {
   })
 }
 
-/** {@link legacy} as a Layer. */
+/**
+ * {@link legacy} as a Layer.
+ *
+ * @since 0.1.0
+ */
 export const layerLegacy: Layer.Layer<NotifyQpParams> = Layer.succeed(NotifyQpParams, legacy)
 
 /**
  * RFC PR 2: `path_mtu` (clamped to the port's active MTU), `min_rnr_timer`, `timeout` and `retry_cnt` from the data
  * QPs' `EndPointParams`, so both QPs of an endpoint run on one retry budget; `rnr_retry` pinned to 7 (an RNR NAK is
  * flow control on the endpoint's only SEND/RECV QP and must never retire it). The rest as {@link legacy}.
+ *
+ * @since 0.1.0
  */
 export const fromEndpoint: NotifyQpParamsShape = {
   params: (endpoint, activeMtu, sgidIndex) => ({
@@ -60,5 +78,9 @@ export const fromEndpoint: NotifyQpParamsShape = {
   })
 }
 
-/** {@link fromEndpoint} as a Layer (`Series.ParamsFromEndpoint`). */
+/**
+ * {@link fromEndpoint} as a Layer (`Series.ParamsFromEndpoint`).
+ *
+ * @since 0.1.0
+ */
 export const layer: Layer.Layer<NotifyQpParams> = Layer.succeed(NotifyQpParams, fromEndpoint)

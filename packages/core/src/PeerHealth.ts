@@ -20,7 +20,11 @@ import { RpcAgent, RpcConfig } from "@tent/rpc"
 import { Context, Duration, Effect, Layer, type Scope } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 
-/** The dead-peer policy of the engine's control-plane calls and notify send window. */
+/**
+ * The dead-peer policy of the engine's control-plane calls and notify send window.
+ *
+ * @since 0.1.0
+ */
 export interface PeerHealthPolicyShape {
   /** The agent the engine calls peers through, made from the plain one. Legacy: the plain agent itself. */
   readonly decorate: (agent: RpcAgent.RpcAgentShape) => RpcAgent.RpcAgentShape
@@ -47,13 +51,21 @@ export interface PeerHealthPolicyShape {
   readonly metrics: HealthRecord.PeerHealthMetrics | undefined
 }
 
-/** The peer health policy (RFC PR 4's seam). */
+/**
+ * The peer health policy (RFC PR 4's seam).
+ *
+ * @since 0.1.0
+ */
 export class PeerHealthPolicy extends Context.Tag("@tent/core/PeerHealthPolicy")<
   PeerHealthPolicy,
   PeerHealthPolicyShape
 >() {}
 
-/** TENT `main`: no memory of dead peers, no bound on the slot wait. */
+/**
+ * TENT `main`: no memory of dead peers, no bound on the slot wait.
+ *
+ * @since 0.1.0
+ */
 export const legacy: PeerHealthPolicyShape = {
   decorate: (agent) => agent,
   slotWait: undefined,
@@ -63,7 +75,11 @@ export const legacy: PeerHealthPolicyShape = {
   metrics: undefined
 }
 
-/** {@link legacy} as a Layer. */
+/**
+ * {@link legacy} as a Layer.
+ *
+ * @since 0.1.0
+ */
 export const layerLegacy: Layer.Layer<PeerHealthPolicy> = Layer.succeed(PeerHealthPolicy, legacy)
 
 /**
@@ -73,6 +89,8 @@ export const layerLegacy: Layer.Layer<PeerHealthPolicy> = Layer.succeed(PeerHeal
  * bounded by `rpc/probe_timeout_ms`; the wait for a notify send slot is bounded at 1 s, and skipped while the peer is
  * marked (then PR 3's fallback, which fails fast too: the RFC's "31 s once, then 0 s"); an unanswered bootstrap is
  * not charged to the NIC pair.
+ *
+ * @since 0.1.0
  */
 export const fromRecord = (record: HealthRecord.PeerHealthShape, probeTimeoutMs: number): PeerHealthPolicyShape => ({
   decorate: (agent) => RpcAgent.decorate(agent, record),
@@ -88,7 +106,11 @@ export const fromRecord = (record: HealthRecord.PeerHealthShape, probeTimeoutMs:
   metrics: record.metrics
 })
 
-/** RFC PR 4 (`Series.PeerHealth`): a record built from `peer_health/*` and `rpc/probe_timeout_ms` of the ambient config. */
+/**
+ * RFC PR 4 (`Series.PeerHealth`): a record built from `peer_health/*` and `rpc/probe_timeout_ms` of the ambient config.
+ *
+ * @since 0.1.0
+ */
 export const layer: Layer.Layer<PeerHealthPolicy, ConfigError> = Layer.effect(
   PeerHealthPolicy,
   Effect.gen(function* () {

@@ -15,7 +15,11 @@
  */
 import { Context, Layer } from "effect"
 
-/** What retirement does to the notify QP. */
+/**
+ * What retirement does to the notify QP.
+ *
+ * @since 0.1.0
+ */
 export interface QpRetirementShape {
   /** Remove the notify QP from the QP-number table when retirement starts (before ERR). Legacy: true. */
   readonly unpublishAtRetire: boolean
@@ -35,23 +39,37 @@ export interface QpRetirementShape {
   readonly onNotifyError: "log" | "disable"
 }
 
-/** The retirement policy of the RDMA transport. */
+/**
+ * The retirement policy of the RDMA transport.
+ *
+ * @since 0.1.0
+ */
 export class QpRetirement extends Context.Tag("@tent/core/QpRetirement")<QpRetirement, QpRetirementShape>() {}
 
-/** TENT `main`: unpublish at retire; destroy does not wait for the notify QP; a failed send is logged and leaks. */
+/**
+ * TENT `main`: unpublish at retire; destroy does not wait for the notify QP; a failed send is logged and leaks.
+ *
+ * @since 0.1.0
+ */
 export const legacy: QpRetirementShape = {
   unpublishAtRetire: true,
   destroyWaitsForNotifyQp: false,
   onNotifyError: "log"
 }
 
-/** {@link legacy} as a Layer. */
+/**
+ * {@link legacy} as a Layer.
+ *
+ * @since 0.1.0
+ */
 export const layerLegacy: Layer.Layer<QpRetirement> = Layer.succeed(QpRetirement, legacy)
 
 /**
  * RFC PR 1: the notify QP stays in the QP-number table until `deconstruct()` (which unpublishes it in the same
  * synchronous step that releases the receive slots, so the poller never sees a published QP without its buffers);
  * `finishDestroy` waits for its sends in flight and its receives; a failed notify completion disables the channel.
+ *
+ * @since 0.1.0
  */
 export const series: QpRetirementShape = {
   unpublishAtRetire: false,
@@ -59,5 +77,9 @@ export const series: QpRetirementShape = {
   onNotifyError: "disable"
 }
 
-/** {@link series} as a Layer (`Series.QpRetirement`). */
+/**
+ * {@link series} as a Layer (`Series.QpRetirement`).
+ *
+ * @since 0.1.0
+ */
 export const layer: Layer.Layer<QpRetirement> = Layer.succeed(QpRetirement, series)

@@ -34,6 +34,8 @@ export const PROTO = 2
  * - `NotResendable`: lost with a notify QP and the peer cannot deduplicate a copy (unstamped), so it was not resent;
  * - `Rejected`: the peer answered and refused it (e.g. larger than it takes);
  * - `Unconfirmed`: the peer does not offer receipts and the RFC's resend gave it up (it may or may not have arrived).
+ *
+ * @since 0.1.0
  */
 export type UndeliveredReason = "PeerRestarted" | "Timeout" | "NotResendable" | "Rejected" | "Unconfirmed"
 
@@ -46,7 +48,11 @@ export const REASONS: ReadonlyArray<UndeliveredReason> = [
   "Unconfirmed"
 ]
 
-/** An accepted notification that will not be receipted: which one (`segment`, `name`, `msg`, `stamp`) and why. */
+/**
+ * An accepted notification that will not be receipted: which one (`segment`, `name`, `msg`, `stamp`) and why.
+ *
+ * @since 0.1.0
+ */
 export class Undelivered extends Data.TaggedError("Undelivered")<{
   readonly segment: string
   readonly name: Uint8Array
@@ -56,7 +62,11 @@ export class Undelivered extends Data.TaggedError("Undelivered")<{
   readonly message: string
 }> {}
 
-/** The receipts policy and its settings. */
+/**
+ * The receipts policy and its settings.
+ *
+ * @since 0.1.0
+ */
 export interface ReceiptsShape {
   /** Offer and use receipts (`notify_proto` 2). Legacy: false. */
   readonly enabled: boolean
@@ -76,7 +86,11 @@ export interface ReceiptsShape {
   readonly acceptWithinMs: number
 }
 
-/** The receipts policy. */
+/**
+ * The receipts policy.
+ *
+ * @since 0.1.0
+ */
 export class Receipts extends Context.Tag("@tent/core/Receipts")<Receipts, ReceiptsShape>() {}
 
 /** Defaults of the settings (the keys' defaults, and the ack pacing measured for the engine bench). */
@@ -103,7 +117,11 @@ const newIncarnation = (): bigint => {
   }
 }
 
-/** Receipts on, with `settings` over the defaults, and a new incarnation. */
+/**
+ * Receipts on, with `settings` over the defaults, and a new incarnation.
+ *
+ * @since 0.1.0
+ */
 export const make = (settings: Partial<Omit<ReceiptsShape, "enabled" | "incarnation">> = {}): ReceiptsShape => ({
   ...defaults,
   ...settings,

@@ -22,7 +22,11 @@ import type { ConfigError } from "effect/ConfigError"
 import type { Stamp } from "./Dedup.js"
 import * as Metrics from "./Metrics.js"
 
-/** One notification posted on a notify QP and not completed. */
+/**
+ * One notification posted on a notify QP and not completed.
+ *
+ * @since 0.1.0
+ */
 export interface PendingNotification {
   readonly notification: Notification
   /** The stamp it was framed with (`undefined`: unstamped, the peer cannot deduplicate a resend). */
@@ -31,7 +35,11 @@ export interface PendingNotification {
   readonly peerProto: number
 }
 
-/** What the resend policy sees of a channel that went away. */
+/**
+ * What the resend policy sees of a channel that went away.
+ *
+ * @since 0.1.0
+ */
 export interface RetiringChannel {
   /** The target segment's name. */
   readonly segment: string
@@ -44,7 +52,11 @@ export interface RetiringChannel {
   readonly pending: ReadonlyArray<PendingNotification>
 }
 
-/** Where a resend can go. Each is one attempt and reports its own failure. */
+/**
+ * Where a resend can go. Each is one attempt and reports its own failure.
+ *
+ * @since 0.1.0
+ */
 export interface ResendPaths {
   /** Every (local NIC, remote NIC) pair towards `segment`: local devices in order, each with the peer's NICs in order. */
   readonly nicPairs: (
@@ -69,7 +81,11 @@ export interface ResendPaths {
   readonly giveUp?: (segment: string, p: PendingNotification, reason: "NotResendable" | "Unconfirmed") => void
 }
 
-/** What a resend policy did, as plain numbers (RFC PR 7). */
+/**
+ * What a resend policy did, as plain numbers (RFC PR 7).
+ *
+ * @since 0.1.0
+ */
 export interface ResendCounters {
   /** Channels handed over with entries pending. */
   channels: number
@@ -86,7 +102,11 @@ export interface ResendCounters {
   pairsSkipped: number
 }
 
-/** The resend policy. */
+/**
+ * The resend policy.
+ *
+ * @since 0.1.0
+ */
 export interface ResendShape {
   /** Keep each posted notification until its send completes (the pending table). Legacy: false. */
   readonly track: boolean
@@ -96,16 +116,32 @@ export interface ResendShape {
   readonly counters?: ResendCounters | undefined
 }
 
-/** The resend policy of the notify channel. */
+/**
+ * The resend policy of the notify channel.
+ *
+ * @since 0.1.0
+ */
 export class Resend extends Context.Tag("@tent/core/Resend")<Resend, ResendShape>() {}
 
-/** TENT `main`: no pending table, no resend. */
+/**
+ * TENT `main`: no pending table, no resend.
+ *
+ * @since 0.1.0
+ */
 export const legacy: ResendShape = { track: false, onRetire: () => Effect.void }
 
-/** {@link legacy} as a Layer. */
+/**
+ * {@link legacy} as a Layer.
+ *
+ * @since 0.1.0
+ */
 export const layerLegacy: Layer.Layer<Resend> = Layer.succeed(Resend, legacy)
 
-/** NIC pairs tried per notification before the other transports (RFC PR 7: up to three attempts). */
+/**
+ * NIC pairs tried per notification before the other transports (RFC PR 7: up to three attempts).
+ *
+ * @since 0.1.0
+ */
 export const MAX_PAIR_ATTEMPTS = 3
 
 /**
@@ -117,6 +153,8 @@ export const MAX_PAIR_ATTEMPTS = 3
  * `Notify`. A control plane that failed at transport level is not tried again for the rest of the channel (no second
  * RPC wait: PR 4's record would fail it anyway). An unstamped entry is never resent (the peer would deliver a copy);
  * it is counted as not resendable.
+ *
+ * @since 0.1.0
  */
 export const makeSeries = (rails: RailHealth.RailHealthShape): ResendShape => {
   const counters: ResendCounters = {
@@ -232,7 +270,11 @@ export const makeSeries = (rails: RailHealth.RailHealthShape): ResendShape => {
   }
 }
 
-/** RFC PR 7 (`Series.Resend`): {@link makeSeries} over a notification-path `RailHealth` from `transports/rdma/rail_*`. */
+/**
+ * RFC PR 7 (`Series.Resend`): {@link makeSeries} over a notification-path `RailHealth` from `transports/rdma/rail_*`.
+ *
+ * @since 0.1.0
+ */
 export const layer: Layer.Layer<Resend, ConfigError> = Layer.effect(
   Resend,
   Effect.map(Effect.flatMap(RailHealth.config, RailHealth.make), makeSeries)

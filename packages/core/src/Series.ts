@@ -32,7 +32,11 @@ import * as QpRetirementSeam from "./QpRetirement.js"
 import * as ReceiptsSeam from "./Receipts.js"
 import * as ResendSeam from "./Resend.js"
 
-/** The services of the seven seams, and of the delivery receipts past the RFC. */
+/**
+ * The services of the seven seams, and of the delivery receipts past the RFC.
+ *
+ * @since 0.1.0
+ */
 export type Policies =
   | ReceiptsSeam.Receipts
   | QpRetirementSeam.QpRetirement
@@ -43,19 +47,33 @@ export type Policies =
   | DedupSeam.Dedup
   | ResendSeam.Resend
 
-/** RFC PR 1: the notify QP stays published until `deconstruct()`; destroy waits for it; a failed send disables it. */
+/**
+ * RFC PR 1: the notify QP stays published until `deconstruct()`; destroy waits for it; a failed send disables it.
+ *
+ * @since 0.1.0
+ */
 export const QpRetirement: Layer.Layer<QpRetirementSeam.QpRetirement> = QpRetirementSeam.layer
 
-/** RFC PR 2: the notify QP's `path_mtu`, `min_rnr_timer`, `timeout`, `retry_cnt` from `EndPointParams`. */
+/**
+ * RFC PR 2: the notify QP's `path_mtu`, `min_rnr_timer`, `timeout`, `retry_cnt` from `EndPointParams`.
+ *
+ * @since 0.1.0
+ */
 export const ParamsFromEndpoint: Layer.Layer<NotifyQpParams.NotifyQpParams> = NotifyQpParams.layer
 
-/** RFC PR 3: fall back to the next transport and the control plane's `Notify`; drain every queue. */
+/**
+ * RFC PR 3: fall back to the next transport and the control plane's `Notify`; drain every queue.
+ *
+ * @since 0.1.0
+ */
 export const RpcFallback: Layer.Layer<NotificationRouting.NotificationRouting> = NotificationRouting.layer
 
 /**
  * RFC PR 4: a dead-peer record (`peer_health/*`) every control-plane call passes — a marked peer fails at once, any
  * reply clears it, a prober re-checks marked peers — and a 1 s bound on the wait for a notify send slot. Reads its
  * keys from the ambient config (a wrong value fails at start naming the key).
+ *
+ * @since 0.1.0
  */
 export const PeerHealth: Layer.Layer<PeerHealthSeam.PeerHealthPolicy, ConfigError> = PeerHealthSeam.layer
 
@@ -63,6 +81,8 @@ export const PeerHealth: Layer.Layer<PeerHealthSeam.PeerHealthPolicy, ConfigErro
  * RFC PR 5: a failed control-plane call keeps the descriptor and returns its own failure. Built ahead of PR 4: with
  * PR 3's fallback and the legacy refetch, a `Notify` that timed out against a frozen peer ran again once the peer
  * answered the refetch, and the peer received it twice.
+ *
+ * @since 0.1.0
  */
 export const DescriptorPolicy: Layer.Layer<DescriptorCache.StaleClassifier> = DescriptorPolicySeam.layer
 
@@ -70,6 +90,8 @@ export const DescriptorPolicy: Layer.Layer<DescriptorCache.StaleClassifier> = De
  * RFC PR 6: `notify_proto` 1; notifications to peers that advertise it are framed as `CtrlFrame` v1 stamped
  * `(session, seq)`, and every received notification passes one per-sender-session anti-replay window
  * (`notification/dedup_*`), whichever transport carried it. Peers at 0 get TENT's raw bytes.
+ *
+ * @since 0.1.0
  */
 export const Dedup: Layer.Layer<DedupSeam.Dedup, ConfigError> = DedupSeam.layer
 
@@ -78,6 +100,8 @@ export const Dedup: Layer.Layer<DedupSeam.Dedup, ConfigError> = DedupSeam.layer
  * until it completes; when the notify channel is disabled or the endpoint retires, the table is resent on the NIC
  * pairs (primary first, paused pairs skipped, ≤ 3 attempts), then TCP, then the control plane's `Notify`, each copy
  * with its first stamp so PR 6's window delivers it once. Reads `transports/rdma/rail_*` for its own pair table.
+ *
+ * @since 0.1.0
  */
 export const Resend: Layer.Layer<ResendSeam.Resend, ConfigError> = ResendSeam.layer
 
@@ -87,10 +111,16 @@ export const Resend: Layer.Layer<ResendSeam.Resend, ConfigError> = ResendSeam.la
  * waits more than about a second on a fault; a disabled notify channel is rebuilt so traffic returns to RDMA. Needs
  * PR 6's stamps (with `notification/proto` 0 it does nothing). Reads `notification/delivery_timeout_ms`,
  * `receipt_resend_ms`, `max_unreceipted`.
+ *
+ * @since 0.1.0
  */
 export const Receipts: Layer.Layer<ReceiptsSeam.Receipts, ConfigError> = ReceiptsSeam.layer
 
-/** TENT `main`: every seam's legacy Layer. */
+/**
+ * TENT `main`: every seam's legacy Layer.
+ *
+ * @since 0.1.0
+ */
 export const legacy: Layer.Layer<Policies> = Layer.mergeAll(
   ReceiptsSeam.layerLegacy,
   QpRetirementSeam.layerLegacy,
@@ -125,6 +155,8 @@ const compose = (o: {
  * Everything built: PRs 1-7's Layers and the delivery receipts ({@link Receipts}). PR 4 reads `peer_health/*`, PR 6
  * `notification/dedup_*`, PR 7 `transports/rdma/rail_*` and the receipts `notification/delivery_timeout_ms` (…) from
  * the ambient config (defaults when absent).
+ *
+ * @since 0.1.0
  */
 export const all: Layer.Layer<Policies, ConfigError> = compose({
   rpcFallback: true,
@@ -136,6 +168,8 @@ export const all: Layer.Layer<Policies, ConfigError> = compose({
 /**
  * The RFC's seven alone (PRs 1-7, receipts off): the RFC's own arm, to show what the series does without what goes
  * past it.
+ *
+ * @since 0.1.0
  */
 export const rfc: Layer.Layer<Policies, ConfigError> = compose({
   rpcFallback: true,
@@ -151,6 +185,8 @@ export const rfc: Layer.Layer<Policies, ConfigError> = compose({
  * restores the legacy twin; `notification/proto` (default 1) selects PRs 6 and 7, 0 their legacy twins (raw frames, no
  * stamp: exactly the old bytes; nothing to resend without a stamp); `notification/receipts` (default true, with proto
  * 1) the delivery receipts. A wrong value fails at start naming the key.
+ *
+ * @since 0.1.0
  */
 export const fromConfig: Layer.Layer<Policies, ConfigError> = Layer.unwrapEffect(
   Effect.map(EngineConfig.seriesConfig, compose)

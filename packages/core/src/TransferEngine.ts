@@ -42,20 +42,24 @@ export type { BatchStatus, StatusError, SubmitError, TransferRequest } from "./i
 /** TENT `LOCAL_SEGMENT_ID`: the handle of this engine's own segment. */
 export const LOCAL_SEGMENT_ID = 0
 
-/** A segment handle from `openSegment` (TENT `SegmentID`). */
+/** A segment handle from `openSegment` (TENT `SegmentID`).
+ * @since 0.1.0 */
 export type SegmentHandle = number
 
-/** Memory registered with `registerSegment`: `addr` is what transfer requests use as `source`/`targetOffset`. */
+/** Memory registered with `registerSegment`: `addr` is what transfer requests use as `source`/`targetOffset`.
+ * @since 0.1.0 */
 export interface LocalBuffer {
   readonly addr: number
   readonly length: number
   readonly buffer: Buffer
 }
 
-/** Everything `sendNotification` can fail with (legacy routing: the first transport's errors, unchanged). */
+/** Everything `sendNotification` can fail with (legacy routing: the first transport's errors, unchanged).
+ * @since 0.1.0 */
 export type SendNotificationError = RdmaTransport.RdmaNotifyError | NotificationNotSupported | SegmentNotFound
 
-/** The operations of the engine. */
+/** The operations of the engine.
+ * @since 0.1.0 */
 export interface TransferEngineShape {
   /** This engine's segment name (under the peer registry: its control-plane `host:port`). */
   readonly segmentName: string
@@ -156,10 +160,12 @@ export interface TransferEngineShape {
   ) => Effect.Effect<void, ReceiptedError>
 }
 
-/** `sendNotificationReceipted`'s failures: not accepted (`sendNotification`'s), or accepted and not receipted. */
+/** `sendNotificationReceipted`'s failures: not accepted (`sendNotification`'s), or accepted and not receipted.
+ * @since 0.1.0 */
 export type ReceiptedError = SendNotificationError | Undelivered
 
-/** How a subscriber takes notifications (`TransferEngineShape.subscribe`). */
+/** How a subscriber takes notifications (`TransferEngineShape.subscribe`).
+ * @since 0.1.0 */
 export interface SubscribeOptions {
   /**
    * The subscriber takes what it is handed: while the subscription lasts, admitted notifications are not queued for
@@ -465,7 +471,7 @@ export const layer: Layer.Layer<
  * An engine on SoftVerbs, ready to use: `devices` soft NICs in this process (default two, on 127.0.0.1), TENT
  * `main`'s policies unless `series` says otherwise, `RailHealth` from config, and the settings from `config` (TENT's
  * JSON, nested or flat keys, over the environment).
- */
+ * @since 0.1.0 */
 export const layerSoft = (
   options: {
     readonly config?: unknown

@@ -11,7 +11,11 @@
  */
 import { Metrics } from "@tent/rpc"
 
-/** Transport failures that (re)armed a peer's cooldown, by who saw them: a `call` or the `probe`r. */
+/**
+ * Transport failures that (re)armed a peer's cooldown, by who saw them: a `call` or the `probe`r.
+ *
+ * @since 0.1.0
+ */
 export const peerMarks = Metrics.counter(
   "tent_peer_health_marks_total",
   "transport failures that marked a peer unreachable or re-armed its cooldown, by source (call, probe)",
@@ -19,7 +23,11 @@ export const peerMarks = Metrics.counter(
   { peer: true }
 )
 
-/** Marks cleared by a reply. */
+/**
+ * Marks cleared by a reply.
+ *
+ * @since 0.1.0
+ */
 export const peerClears = Metrics.counter(
   "tent_peer_health_clears_total",
   "unreachable marks cleared by a reply (a call's or a probe's)",
@@ -27,7 +35,11 @@ export const peerClears = Metrics.counter(
   { peer: true }
 )
 
-/** Calls refused at once while a peer's cooldown ran. */
+/**
+ * Calls refused at once while a peer's cooldown ran.
+ *
+ * @since 0.1.0
+ */
 export const fastFailures = Metrics.counter(
   "tent_peer_health_fast_failures_total",
   "control-plane calls failed at once (TransportFailure Timeout) because the peer's cooldown was running",
@@ -35,7 +47,11 @@ export const fastFailures = Metrics.counter(
   { peer: true }
 )
 
-/** Probes of marked peers, by outcome: `success` (cleared), `failure` (re-marked), `defect` (logged). */
+/**
+ * Probes of marked peers, by outcome: `success` (cleared), `failure` (re-marked), `defect` (logged).
+ *
+ * @since 0.1.0
+ */
 export const probes = Metrics.counter(
   "tent_peer_health_probes_total",
   "probes the prober sent to marked peers, by outcome (success, failure, defect)",
@@ -43,7 +59,11 @@ export const probes = Metrics.counter(
   { peer: true }
 )
 
-/** Rail errors counted, by local NIC; `tent_rail_pauses_total` counts those that paused or re-armed a pause. */
+/**
+ * Rail errors counted, by local NIC; `tent_rail_pauses_total` counts those that paused or re-armed a pause.
+ *
+ * @since 0.1.0
+ */
 export const railErrors = Metrics.counter(
   "tent_rail_errors_total",
   "failures charged to a (local NIC, remote NIC) pair, by local NIC (the peer label: the remote rail, e.g. peer-a/mlx5_0)",
@@ -51,7 +71,11 @@ export const railErrors = Metrics.counter(
   { peer: true }
 )
 
-/** Rails paused (`paused`) or whose pause an error extended (`rearmed`), by local NIC. */
+/**
+ * Rails paused (`paused`) or whose pause an error extended (`rearmed`), by local NIC.
+ *
+ * @since 0.1.0
+ */
 export const railPauses = Metrics.counter(
   "tent_rail_pauses_total",
   "(local NIC, remote NIC) pairs paused after rail_error_threshold errors (kind paused), or whose pause a further error extended (kind rearmed)",
@@ -59,7 +83,11 @@ export const railPauses = Metrics.counter(
   { peer: true }
 )
 
-/** This package's metrics. */
+/**
+ * This package's metrics.
+ *
+ * @since 0.1.0
+ */
 export const catalog: ReadonlyArray<Metrics.CatalogEntry> = [
   peerMarks.entry,
   peerClears.entry,

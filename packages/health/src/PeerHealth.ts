@@ -36,7 +36,11 @@ const probeSuccess = Metrics.probes.child("success")
 const probeFailure = Metrics.probes.child("failure")
 const probeDefect = Metrics.probes.child("defect")
 
-/** The counters of one record; plain numbers, read them at any time or through {@link PeerHealthShape.snapshot}. */
+/**
+ * The counters of one record; plain numbers, read them at any time or through {@link PeerHealthShape.snapshot}.
+ *
+ * @since 0.1.0
+ */
 export interface PeerHealthMetrics {
   /** Transport failures recorded, each of which (re)armed a cooldown: by calls and by the prober. */
   marks: number
@@ -52,13 +56,21 @@ export interface PeerHealthMetrics {
   probeFailures: number
 }
 
-/** What {@link PeerHealthShape.snapshot} reports: the peers marked now, and the counters. */
+/**
+ * What {@link PeerHealthShape.snapshot} reports: the peers marked now, and the counters.
+ *
+ * @since 0.1.0
+ */
 export interface PeerHealthSnapshot extends PeerHealthMetrics {
   /** Peers marked and not yet cleared or forgotten, whether or not their cooldown has run out. */
   readonly marked: number
 }
 
-/** The service: a call guard, plus what the prober needs. */
+/**
+ * The service: a call guard, plus what the prober needs.
+ *
+ * @since 0.1.0
+ */
 export interface PeerHealthShape extends RpcAgent.CallGuard {
   /**
    * Fails at once, with a `TransportFailure` (reason `Timeout`) naming this record, while `address` is marked and
@@ -97,10 +109,18 @@ export interface PeerHealthShape extends RpcAgent.CallGuard {
   readonly snapshot: Effect.Effect<PeerHealthSnapshot>
 }
 
-/** The peer-health service tag; one instance per process (engine). */
+/**
+ * The peer-health service tag; one instance per process (engine).
+ *
+ * @since 0.1.0
+ */
 export class PeerHealth extends Context.Tag("@tent/health/PeerHealth")<PeerHealth, PeerHealthShape>() {}
 
-/** The settings, in milliseconds. */
+/**
+ * The settings, in milliseconds.
+ *
+ * @since 0.1.0
+ */
 export interface PeerHealthOptions {
   /** `peer_health/cooldown_ms`: the cooldown of a first mark. */
   readonly cooldownMs: number
@@ -115,7 +135,11 @@ export interface PeerHealthOptions {
 /** One configuration key of {@link keys} (the shape `EngineConfig.KeySpec` of `@tent/core` merges). */
 export type { KeySpec } from "./internal/keys.js"
 
-/** The keys this module reads, with the RFC's defaults ("Configuration added", PR 4). */
+/**
+ * The keys this module reads, with the RFC's defaults ("Configuration added", PR 4).
+ *
+ * @since 0.1.0
+ */
 export const keys = {
   "peer_health/cooldown_ms": {
     kind: "int",
@@ -144,7 +168,11 @@ export const keys = {
   }
 } as const satisfies Record<string, KeySpec>
 
-/** The RFC's defaults: those of {@link keys}. */
+/**
+ * The RFC's defaults: those of {@link keys}.
+ *
+ * @since 0.1.0
+ */
 export const defaults: PeerHealthOptions = {
   cooldownMs: keys["peer_health/cooldown_ms"].default,
   maxCooldownMs: keys["peer_health/max_cooldown_ms"].default,
@@ -159,6 +187,8 @@ const read = (path: keyof typeof keys): Config.Config<number> => readKey(path, k
  * The settings from the current `ConfigProvider`, under `peer_health` (`{"peer_health": {"cooldown_ms": 2000}}`, or
  * the flat key `peer_health/cooldown_ms` from a provider whose path delimiter is `/`). Absent keys take
  * {@link defaults}; a value that is not a positive integer fails with a `ConfigError` naming the key.
+ *
+ * @since 0.1.0
  */
 export const config: Config.Config<PeerHealthOptions> = Config.all({
   cooldownMs: read("peer_health/cooldown_ms"),
@@ -191,7 +221,11 @@ const newCounters = (): PeerHealthMetrics => ({
   probeFailures: 0
 })
 
-/** Builds a record with its own table and counters; time comes from `Clock`, so `TestClock` drives it. */
+/**
+ * Builds a record with its own table and counters; time comes from `Clock`, so `TestClock` drives it.
+ *
+ * @since 0.1.0
+ */
 export const make = (options: Partial<PeerHealthOptions> = {}): Effect.Effect<PeerHealthShape> =>
   Effect.map(Effect.clock, (clock) => {
     const o: PeerHealthOptions = { ...defaults, ...options }
@@ -335,6 +369,8 @@ export const make = (options: Partial<PeerHealthOptions> = {}): Effect.Effect<Pe
 /**
  * The twin without PR 4 (`peer_health/enable = false`, TENT main): admits every call, remembers nothing, probes
  * nothing. The negative control of this module's tests.
+ *
+ * @since 0.1.0
  */
 export const makeLegacy: Effect.Effect<PeerHealthShape> = Effect.sync(() => {
   const metrics = newCounters()
@@ -350,18 +386,34 @@ export const makeLegacy: Effect.Effect<PeerHealthShape> = Effect.sync(() => {
   }
 })
 
-/** The record as `RpcAgent.decorate`'s guard (the shape is one already; this names the intent). */
+/**
+ * The record as `RpcAgent.decorate`'s guard (the shape is one already; this names the intent).
+ *
+ * @since 0.1.0
+ */
 export const guard = (health: PeerHealthShape): RpcAgent.CallGuard => ({ admit: health.admit, record: health.record })
 
-/** The record with the given settings; unspecified ones take the RFC's {@link defaults}. */
+/**
+ * The record with the given settings; unspecified ones take the RFC's {@link defaults}.
+ *
+ * @since 0.1.0
+ */
 export const layer = (options: Partial<PeerHealthOptions> = {}): Layer.Layer<PeerHealth> =>
   Layer.effect(PeerHealth, make(options))
 
-/** The record with the settings read by {@link config}; fails at start, naming the key, on a bad value. */
+/**
+ * The record with the settings read by {@link config}; fails at start, naming the key, on a bad value.
+ *
+ * @since 0.1.0
+ */
 export const layerConfig: Layer.Layer<PeerHealth, ConfigError> = Layer.effect(
   PeerHealth,
   Effect.flatMap(config, (o) => make(o))
 )
 
-/** The legacy twin ({@link makeLegacy}) as a Layer. */
+/**
+ * The legacy twin ({@link makeLegacy}) as a Layer.
+ *
+ * @since 0.1.0
+ */
 export const layerLegacy: Layer.Layer<PeerHealth> = Layer.effect(PeerHealth, makeLegacy)

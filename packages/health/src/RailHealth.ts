@@ -22,13 +22,21 @@ import type { ConfigError } from "effect/ConfigError"
 import { type KeySpec, positive, read as readKey } from "./internal/keys.js"
 import * as Metrics from "./Metrics.js"
 
-/** A rail: the local and the remote device name. */
+/**
+ * A rail: the local and the remote device name.
+ *
+ * @since 0.1.0
+ */
 export interface RailKey {
   readonly local: string
   readonly remote: string
 }
 
-/** What {@link RailHealthShape.snapshot} reports about one rail. */
+/**
+ * What {@link RailHealthShape.snapshot} reports about one rail.
+ *
+ * @since 0.1.0
+ */
 export interface RailState {
   readonly local: string
   readonly remote: string
@@ -46,6 +54,8 @@ export interface RailState {
  * The rail-health service. One instance holds every rail it has been asked about. Rails are keyed by device
  * names alone, so when several peers have devices of the same name, `remote` must tell them apart (TENT keeps one
  * monitor per remote machine), e.g. `"peer-a/mlx5_0"`.
+ *
+ * @since 0.1.0
  */
 export interface RailHealthShape {
   /** False while the pair is paused; an expired pause is cleared here (and by every other call). */
@@ -71,10 +81,18 @@ export interface RailHealthShape {
   }
 }
 
-/** The rail-health service tag. */
+/**
+ * The rail-health service tag.
+ *
+ * @since 0.1.0
+ */
 export class RailHealth extends Context.Tag("@tent/health/RailHealth")<RailHealth, RailHealthShape>() {}
 
-/** The settings, in TENT's units (seconds). */
+/**
+ * The settings, in TENT's units (seconds).
+ *
+ * @since 0.1.0
+ */
 export interface RailHealthOptions {
   /** `transports/rdma/rail_error_threshold`: errors within the window that pause a rail. */
   readonly errorThreshold: number
@@ -92,6 +110,8 @@ export type { KeySpec } from "./internal/keys.js"
 /**
  * The keys this module reads, with TENT's defaults from `rail_monitor.h` (`error_threshold_ = 3`,
  * `error_window_ = 10 s`, `cooldown_ = 30 s`). `EngineConfig.keys` of `@tent/core` includes them.
+ *
+ * @since 0.1.0
  */
 export const keys = {
   "transports/rdma/rail_error_threshold": {
@@ -114,7 +134,11 @@ export const keys = {
   }
 } as const satisfies Record<string, KeySpec>
 
-/** TENT's defaults: those of {@link keys}, and `kMaxCooldown = 300 s` (a constant in TENT, no key). */
+/**
+ * TENT's defaults: those of {@link keys}, and `kMaxCooldown = 300 s` (a constant in TENT, no key).
+ *
+ * @since 0.1.0
+ */
 export const defaults: RailHealthOptions = {
   errorThreshold: keys["transports/rdma/rail_error_threshold"].default,
   errorWindowSecs: keys["transports/rdma/rail_error_window_secs"].default,
@@ -131,6 +155,8 @@ const read = (path: keyof typeof keys): Config.Config<number> => readKey(path, k
  * a provider whose path delimiter is `/`, as the engine's config provider is). Absent keys take {@link defaults}; a
  * value that is not a positive integer fails with a `ConfigError` naming the key (TENT would keep the default on a
  * wrong type and accept 0 or a negative number).
+ *
+ * @since 0.1.0
  */
 export const config: Config.Config<RailHealthOptions> = Config.all({
   errorThreshold: read("transports/rdma/rail_error_threshold"),
@@ -192,6 +218,8 @@ type Transition = "none" | "paused" | "rearmed" | "expired" | "recovered"
 /**
  * Builds a rail-health instance with its own table (TENT keeps one per worker and remote machine; one per engine
  * is the usual choice here, see {@link layer}).
+ *
+ * @since 0.1.0
  */
 export const make = (options: Partial<RailHealthOptions> = {}): Effect.Effect<RailHealthShape> =>
   Effect.map(Effect.clock, (clock) => {
@@ -307,11 +335,19 @@ const log = (e: Entry, t: Transition): Effect.Effect<void> => {
   }
 }
 
-/** Rail health with the given settings; unspecified ones take TENT's {@link defaults}. */
+/**
+ * Rail health with the given settings; unspecified ones take TENT's {@link defaults}.
+ *
+ * @since 0.1.0
+ */
 export const layer = (options: Partial<RailHealthOptions> = {}): Layer.Layer<RailHealth> =>
   Layer.effect(RailHealth, make(options))
 
-/** Rail health with the settings read by {@link config}; fails at start, naming the key, on a bad value. */
+/**
+ * Rail health with the settings read by {@link config}; fails at start, naming the key, on a bad value.
+ *
+ * @since 0.1.0
+ */
 export const layerConfig: Layer.Layer<RailHealth, ConfigError> = Layer.effect(
   RailHealth,
   Effect.flatMap(config, (o) => make(o))
@@ -320,5 +356,7 @@ export const layerConfig: Layer.Layer<RailHealth, ConfigError> = Layer.effect(
 /**
  * A twin that never pauses a rail: errors are counted as TENT counts them, but `available` is always true and
  * `choose` returns the first candidate. For tests of the data path, and as the negative control of this module's.
+ *
+ * @since 0.1.0
  */
 export const layerTest: Layer.Layer<RailHealth> = layer({ errorThreshold: Number.POSITIVE_INFINITY })

@@ -1,3 +1,9 @@
+/**
+ * The control-plane RPCs as an `@effect/rpc` group (`Bootstrap`, `Notify`, `GetSegmentDesc`, `Probe`), TENT's data
+ * RPCs (`SendData`, `RecvData`) in a group of their own, and the types the agent and the server derive from them.
+ *
+ * @since 0.1.0
+ */
 import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import { Schema } from "effect"
@@ -33,22 +39,54 @@ export const GetSegmentDesc = Rpc.make("GetSegmentDesc", {
 /** Is the peer's control plane answering? Empty request, empty reply. */
 export const Probe = Rpc.make("Probe", { success: Schema.Void })
 
-/** The control-plane group. Handlers come from whoever owns the engine: `ControlPlane.toLayer({ ... })`. */
+/**
+ * The control-plane group. Handlers come from whoever owns the engine: `ControlPlane.toLayer({ ... })`.
+ *
+ * @since 0.1.0
+ */
 export class ControlPlane extends RpcGroup.make(Bootstrap, Notify, GetSegmentDesc, Probe) {}
 
-/** Every RPC of {@link ControlPlane}. */
+/**
+ * Every RPC of {@link ControlPlane}.
+ *
+ * @since 0.1.0
+ */
 export type ControlPlaneRpcs = RpcGroup.Rpcs<typeof ControlPlane>
-/** The name of one control-plane RPC: `"Bootstrap" | "Notify" | "GetSegmentDesc" | "Probe"`. */
+/**
+ * The name of one control-plane RPC: `"Bootstrap" | "Notify" | "GetSegmentDesc" | "Probe"`.
+ *
+ * @since 0.1.0
+ */
 export type ControlPlaneTag = ControlPlaneRpcs["_tag"]
-/** The RPC named `T`. */
+/**
+ * The RPC named `T`.
+ *
+ * @since 0.1.0
+ */
 export type RpcOf<T extends ControlPlaneTag> = Rpc.ExtractTag<ControlPlaneRpcs, T>
-/** The payload an RPC takes (`void` for `GetSegmentDesc` and `Probe`). */
+/**
+ * The payload an RPC takes (`void` for `GetSegmentDesc` and `Probe`).
+ *
+ * @since 0.1.0
+ */
 export type PayloadOf<T extends ControlPlaneTag> = Rpc.Payload<RpcOf<T>>
-/** What an RPC replies on success. */
+/**
+ * What an RPC replies on success.
+ *
+ * @since 0.1.0
+ */
 export type SuccessOf<T extends ControlPlaneTag> = Rpc.Success<RpcOf<T>>
-/** The typed reply error of an RPC. */
+/**
+ * The typed reply error of an RPC.
+ *
+ * @since 0.1.0
+ */
 export type ReplyErrorOf<T extends ControlPlaneTag> = Rpc.Error<RpcOf<T>>
-/** What the server needs in context: a handler for every RPC of the group. */
+/**
+ * What the server needs in context: a handler for every RPC of the group.
+ *
+ * @since 0.1.0
+ */
 export type ControlPlaneHandlers = Rpc.ToHandler<ControlPlaneRpcs>
 
 /**
@@ -70,10 +108,22 @@ export const RecvData = Rpc.make("RecvData", {
   error: Schema.Union(SegmentRangeInvalid, DataTooLarge)
 })
 
-/** The data RPCs, `SendData` and `RecvData`. */
+/**
+ * The data RPCs, `SendData` and `RecvData`.
+ *
+ * @since 0.1.0
+ */
 export class DataPlane extends RpcGroup.make(SendData, RecvData) {}
 
-/** The name of one data RPC. */
+/**
+ * The name of one data RPC.
+ *
+ * @since 0.1.0
+ */
 export type DataPlaneTag = RpcGroup.Rpcs<typeof DataPlane>["_tag"]
-/** The typed reply errors of the data RPCs. */
+/**
+ * The typed reply errors of the data RPCs.
+ *
+ * @since 0.1.0
+ */
 export type DataReplyError = SegmentRangeInvalid | DataTooLarge

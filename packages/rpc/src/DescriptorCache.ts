@@ -1,3 +1,9 @@
+/**
+ * The per-engine cache of segment descriptors in front of the `Registry` (entries live TENT's one hour), and the
+ * `StaleClassifier` seam that decides which failures make a cached descriptor stale.
+ *
+ * @since 0.1.0
+ */
 import { Clock, Context, Deferred, Duration, Effect, type Exit, FiberId, Layer } from "effect"
 import { InvalidEntry, NeedsRefreshCache, TransportFailure } from "./Errors.js"
 import type { SegmentDesc } from "./Models.js"
@@ -9,6 +15,8 @@ export type Staleness = "stale" | "keep"
 /**
  * The seam where descriptor policy plugs in (the RFC's `DescriptorPolicy` provides another implementation): which
  * failures mean "the cached descriptor is stale", and what to do after refetching.
+ *
+ * @since 0.1.0
  */
 export interface StaleClassifierShape {
   /** `stale`: drop the entry, refetch once and maybe run the operation again; `keep`: return the failure as it is. */
@@ -39,7 +47,11 @@ export const legacy: StaleClassifierShape = {
 /** {@link legacy} as a Layer. */
 export const layerLegacy: Layer.Layer<StaleClassifier> = Layer.succeed(StaleClassifier, legacy)
 
-/** Per-engine cache of segment descriptors in front of the {@link Registry}. */
+/**
+ * Per-engine cache of segment descriptors in front of the {@link Registry}.
+ *
+ * @since 0.1.0
+ */
 export interface DescriptorCacheShape {
   /** The cached descriptor, or one fetched from the registry (concurrent misses share one fetch). */
   readonly get: (name: string) => Effect.Effect<SegmentDesc, InvalidEntry | TransportFailure>
@@ -65,7 +77,11 @@ export class DescriptorCache extends Context.Tag("@tent/rpc/DescriptorCache")<
 /** TENT's `TENT_SEGMENT_DESC_TTL_MS`: a descriptor older than this is fetched again. */
 export const DEFAULT_TTL = Duration.hours(1)
 
-/** Builds a cache with entries living `ttl` (default 1 h, measured on the Effect `Clock`). */
+/**
+ * Builds a cache with entries living `ttl` (default 1 h, measured on the Effect `Clock`).
+ *
+ * @since 0.1.0
+ */
 export const make = (
   options: { readonly ttl?: Duration.DurationInput | undefined } = {}
 ): Effect.Effect<DescriptorCacheShape, never, Registry | StaleClassifier> =>
@@ -141,7 +157,11 @@ export const make = (
 
 const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e))
 
-/** The cache as a Layer. */
+/**
+ * The cache as a Layer.
+ *
+ * @since 0.1.0
+ */
 export const layer = (
   options: { readonly ttl?: Duration.DurationInput | undefined } = {}
 ): Layer.Layer<DescriptorCache, never, Registry | StaleClassifier> => Layer.effect(DescriptorCache, make(options))

@@ -1,3 +1,9 @@
+/**
+ * The control plane's errors: `TransportFailure` when a peer did not answer, the refusals a peer answers with, and the
+ * errors of the server and the descriptor cache.
+ *
+ * @since 0.1.0
+ */
 import { Data, Schema } from "effect"
 
 /**
@@ -6,6 +12,8 @@ import { Data, Schema } from "effect"
  * reply), `Timeout` (connect or request exceeded its timeout: the peer may be frozen), `Protocol` (a malformed frame,
  * a payload that does not encode, or a peer handler that died). `transportLevel` is always true: a failure of this
  * class never carries the peer's answer, which is what a caller (and later `PeerHealth`) needs to know.
+ *
+ * @since 0.1.0
  */
 export class TransportFailure extends Schema.TaggedError<TransportFailure>()("TransportFailure", {
   address: Schema.String,
@@ -14,10 +22,18 @@ export class TransportFailure extends Schema.TaggedError<TransportFailure>()("Tr
   message: Schema.String
 }) {}
 
-/** The reasons a {@link TransportFailure} can have. */
+/**
+ * The reasons a {@link TransportFailure} can have.
+ *
+ * @since 0.1.0
+ */
 export type TransportFailureReason = TransportFailure["reason"]
 
-/** A `Notify` whose name and message together exceed the configured maximum (`rpc/max_notify_bytes`). */
+/**
+ * A `Notify` whose name and message together exceed the configured maximum (`rpc/max_notify_bytes`).
+ *
+ * @since 0.1.0
+ */
 export class NotificationTooLarge extends Schema.TaggedError<NotificationTooLarge>()("NotificationTooLarge", {
   size: Schema.Number,
   max: Schema.Number
@@ -31,6 +47,8 @@ export class NotificationTooLarge extends Schema.TaggedError<NotificationTooLarg
  * The peer answered a `Notify` and refused to deliver it: the stamp names an incarnation of the peer other than the
  * one that answers (`StaleIncarnation`: the process it was meant for is gone, and with it the request state the
  * notification was about). `incarnation` is the answering one's, in decimal.
+ *
+ * @since 0.1.0
  */
 export class NotificationRefused extends Schema.TaggedError<NotificationRefused>()("NotificationRefused", {
   reason: Schema.Literal("StaleIncarnation"),
@@ -41,12 +59,18 @@ export class NotificationRefused extends Schema.TaggedError<NotificationRefused>
 /**
  * The peer answered a `Bootstrap` and refused it (TENT's `reply_msg`, e.g. `NOT_READY: transport not initialized`,
  * or its device is down). Told apart from a peer that did not answer at all, which is a {@link TransportFailure}.
+ *
+ * @since 0.1.0
  */
 export class BootstrapRejected extends Schema.TaggedError<BootstrapRejected>()("BootstrapRejected", {
   message: Schema.String
 }) {}
 
-/** A registry has no valid descriptor for the segment (TENT `InvalidEntry`). */
+/**
+ * A registry has no valid descriptor for the segment (TENT `InvalidEntry`).
+ *
+ * @since 0.1.0
+ */
 export class InvalidEntry extends Schema.TaggedError<InvalidEntry>()("InvalidEntry", {
   segment: Schema.String,
   message: Schema.String
@@ -55,13 +79,19 @@ export class InvalidEntry extends Schema.TaggedError<InvalidEntry>()("InvalidEnt
 /**
  * An operation ran against a cached segment descriptor and found it stale (TENT `NeedsRefreshCache`). Local to the
  * engine: the descriptor cache catches it, refetches and runs the operation once more.
+ *
+ * @since 0.1.0
  */
 export class NeedsRefreshCache extends Data.TaggedError("NeedsRefreshCache")<{
   readonly segment: string
   readonly message: string
 }> {}
 
-/** The control-plane server could not listen on the requested host and port. */
+/**
+ * The control-plane server could not listen on the requested host and port.
+ *
+ * @since 0.1.0
+ */
 export class ServerError extends Data.TaggedError("ServerError")<{
   readonly host: string
   readonly port: number
@@ -72,6 +102,8 @@ export class ServerError extends Data.TaggedError("ServerError")<{
 /**
  * A `SendData` / `RecvData` range that is not inside memory the peer registered (TENT `onSendData`/`onRecvData`
  * answer with error text). Nothing was read or written.
+ *
+ * @since 0.1.0
  */
 export class SegmentRangeInvalid extends Schema.TaggedError<SegmentRangeInvalid>()("SegmentRangeInvalid", {
   addr: Schema.Number,
@@ -79,7 +111,11 @@ export class SegmentRangeInvalid extends Schema.TaggedError<SegmentRangeInvalid>
   message: Schema.String
 }) {}
 
-/** A `SendData` / `RecvData` of more bytes than `rpc/max_data_bytes`; refused before any buffer is allocated for it. */
+/**
+ * A `SendData` / `RecvData` of more bytes than `rpc/max_data_bytes`; refused before any buffer is allocated for it.
+ *
+ * @since 0.1.0
+ */
 export class DataTooLarge extends Schema.TaggedError<DataTooLarge>()("DataTooLarge", {
   size: Schema.Number,
   max: Schema.Number

@@ -36,7 +36,11 @@ import {
 } from "effect"
 import { TransportFailure } from "./Errors.js"
 
-/** One metric as documented and exported: what the README's metrics table lists. */
+/**
+ * One metric as documented and exported: what the README's metrics table lists.
+ *
+ * @since 0.1.0
+ */
 export interface CatalogEntry {
   /** The exported name (`tent_*`). */
   readonly name: string
@@ -53,12 +57,18 @@ let peerLabelsOn = false
 /**
  * Adds (or stops adding) a `peer` label to the metrics whose catalog entry lists it as optional. Off by default:
  * one series per peer. Synchronous: it applies from the next increment (earlier series stay as they are).
+ *
+ * @since 0.1.0
  */
 export const setPeerLabels = (on: boolean): void => {
   peerLabelsOn = on
 }
 
-/** Whether the `peer` label is on. */
+/**
+ * Whether the `peer` label is on.
+ *
+ * @since 0.1.0
+ */
 export const peerLabels = (): boolean => peerLabelsOn
 
 /** Peers with series of their own per label set; beyond it, a peer is counted as `peer="other"`. */
@@ -75,7 +85,11 @@ export const latencyBoundaries: MetricBoundaries.MetricBoundaries = MetricBounda
 type Hook = MetricHook.MetricHook<number, unknown>
 type Key = MetricKey.MetricKey<MetricKeyType.MetricKeyType<number, unknown>>
 
-/** A label set resolved to its hook, with its per-peer children made on first use (only while peer labels are on). */
+/**
+ * A label set resolved to its hook, with its per-peer children made on first use (only while peer labels are on).
+ *
+ * @since 0.1.0
+ */
 export class Series {
   private peers: Map<string, Hook> | undefined
   constructor(
@@ -112,6 +126,8 @@ export class Series {
 /**
  * A metric with a fixed set of labels: its `Metric` (read it with `Metric.value(family.metric.pipe(Metric.tagged(…)))`
  * or the registry's snapshot), its catalog entry, and its series by label values.
+ *
+ * @since 0.1.0
  */
 export class Family<L extends string, M> {
   readonly entry: CatalogEntry
@@ -148,7 +164,11 @@ export class Family<L extends string, M> {
   }
 }
 
-/** A monotonic counter (`name` ends in `_total`). `peer`: takes the optional peer label. */
+/**
+ * A monotonic counter (`name` ends in `_total`). `peer`: takes the optional peer label.
+ *
+ * @since 0.1.0
+ */
 export const counter = <L extends string = never>(
   name: string,
   help: string,
@@ -159,7 +179,11 @@ export const counter = <L extends string = never>(
   return new Family(key, Metric.fromMetricKey(key), "counter", labels, help, options?.peer === true)
 }
 
-/** A histogram over `boundaries` (seconds, bytes: the unit in the name). */
+/**
+ * A histogram over `boundaries` (seconds, bytes: the unit in the name).
+ *
+ * @since 0.1.0
+ */
 export const histogram = <L extends string = never>(
   name: string,
   help: string,
@@ -233,6 +257,8 @@ for (const method of METHODS) seriesOf(method)
  * Observes one control-plane call that ended with `result` (an `Exit`): its duration since `start`
  * (`performance.now()`), by outcome — `ok`, `error` (the peer's typed reply error), `transport_failure` — and a
  * transport failure by reason.
+ *
+ * @since 0.1.0
  */
 export const observeCall = (
   method: string,

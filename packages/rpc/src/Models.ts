@@ -1,3 +1,9 @@
+/**
+ * The schemas of what the control plane carries, field names as on TENT's JSON wire: the endpoint, device, buffer and
+ * segment descriptors, and a notification with its sender's stamp.
+ *
+ * @since 0.1.0
+ */
 import { Schema } from "effect"
 
 /** An unsigned 32-bit integer (QP numbers, rkeys). */
@@ -10,6 +16,8 @@ export const SafeUint = Schema.Number.pipe(Schema.int(), Schema.between(0, Numbe
  * What two endpoints exchange to connect their QPs (TENT `BootstrapDesc`, field names as on TENT's JSON wire).
  * Decoding is lenient the way a peer of another version needs: `notify_proto` (and the other fields TENT gives a
  * default) default when absent, and unknown extra fields are ignored.
+ *
+ * @since 0.1.0
  */
 export const BootstrapDesc = Schema.Struct({
   /** The sender's `"<server>@<nic>"`. */
@@ -41,7 +49,11 @@ export const BootstrapDesc = Schema.Struct({
 /** A decoded {@link BootstrapDesc}. */
 export type BootstrapDesc = typeof BootstrapDesc.Type
 
-/** One RDMA device of a segment. */
+/**
+ * One RDMA device of a segment.
+ *
+ * @since 0.1.0
+ */
 export const DeviceDesc = Schema.Struct({
   name: Schema.String,
   lid: Schema.optionalWith(Schema.Number, { default: () => 0 }),
@@ -50,7 +62,11 @@ export const DeviceDesc = Schema.Struct({
 /** A decoded {@link DeviceDesc}. */
 export type DeviceDesc = typeof DeviceDesc.Type
 
-/** One registered buffer; `rkey[i]` is its rkey on `devices[i]`. */
+/**
+ * One registered buffer; `rkey[i]` is its rkey on `devices[i]`.
+ *
+ * @since 0.1.0
+ */
 export const BufferDesc = Schema.Struct({
   addr: SafeUint,
   length: SafeUint,
@@ -67,6 +83,8 @@ export type BufferDesc = typeof BufferDesc.Type
 /**
  * A segment's descriptor: its name, the RPC address that serves it, its devices and registered buffers. Under a
  * central registry `rpc_server_addr` may change for the same name, which is why the descriptor carries it.
+ *
+ * @since 0.1.0
  */
 export const SegmentDesc = Schema.Struct({
   name: Schema.String,
@@ -83,6 +101,8 @@ export type SegmentDesc = typeof SegmentDesc.Type
  * Who sent a notification and where it stands in that sender's sequence: the sender's `session` (new each time it
  * starts) and a `seq` that grows within it, both u64. On the `Notify` wire it is a 16-byte trailer after `msg` (24 with
  * an `epoch`).
+ *
+ * @since 0.1.0
  */
 export const NotificationStamp = Schema.Struct({
   session: Schema.BigIntFromSelf,
@@ -99,6 +119,8 @@ export type NotificationStamp = typeof NotificationStamp.Type
 /**
  * A notification: `name` and `msg` are opaque bytes (binary-safe, as on the notify QP). `stamp` is optional: without
  * it a `Notify` carries exactly TENT's bytes; only peers that understand the trailer should be sent one.
+ *
+ * @since 0.1.0
  */
 export const Notification = Schema.Struct({
   name: Schema.Uint8ArrayFromSelf,
@@ -111,13 +133,21 @@ export type Notification = typeof Notification.Type
 const utf8 = new TextEncoder()
 const utf8Decoder = new TextDecoder()
 
-/** Builds a {@link Notification}; strings are UTF-8 encoded, bytes are taken as they are (not copied). */
+/**
+ * Builds a {@link Notification}; strings are UTF-8 encoded, bytes are taken as they are (not copied).
+ *
+ * @since 0.1.0
+ */
 export const makeNotification = (name: string | Uint8Array, msg: string | Uint8Array): Notification => ({
   name: typeof name === "string" ? utf8.encode(name) : name,
   msg: typeof msg === "string" ? utf8.encode(msg) : msg
 })
 
-/** A notification's name and message as UTF-8 text (for logs and tests; the bytes need not be text). */
+/**
+ * A notification's name and message as UTF-8 text (for logs and tests; the bytes need not be text).
+ *
+ * @since 0.1.0
+ */
 export const notificationText = (n: Notification): { readonly name: string; readonly msg: string } => ({
   name: utf8Decoder.decode(n.name),
   msg: utf8Decoder.decode(n.msg)

@@ -29,7 +29,11 @@ export const Reject = {
   MsgTooLong: 4
 } as const
 
-/** Where {@link decode} found the name and the message; reuse one object. */
+/**
+ * Where {@link decode} found the name and the message; reuse one object.
+ *
+ * @since 0.1.0
+ */
 export class DecodedRanges {
   nameStart = 0
   nameEnd = 0
@@ -40,6 +44,8 @@ export class DecodedRanges {
 /**
  * Encodes `name` and `msg` into `buf` at `offset`; returns the encoded length, or -1 when it is above `max` (default
  * {@link SLOT_BYTES}, TENT: "Notification message too large"). The caller makes sure `buf` has room.
+ *
+ * @since 0.1.0
  */
 export const encode = (buf: Buffer, offset: number, name: Uint8Array, msg: Uint8Array, max = SLOT_BYTES): number => {
   const total = HEADER_BYTES + name.length + msg.length
@@ -55,6 +61,8 @@ export const encode = (buf: Buffer, offset: number, name: Uint8Array, msg: Uint8
  * Decodes the payload `buf[offset, offset + len)` into `out` as TENT's `handleNotifyRecv` does: bytes after `msg`
  * are ignored (`out.msgEnd` tells where `msg` ends). Returns 0, or a {@link Reject} code. Copy the bytes out before
  * the buffer is reused.
+ *
+ * @since 0.1.0
  */
 export const decode = (buf: Buffer, offset: number, len: number, out: DecodedRanges): number => {
   if (len === 0) return Reject.Empty

@@ -1,3 +1,9 @@
+/**
+ * The segment registry, which resolves a segment name to its descriptor: the peer registry (TENT's `p2p`, the
+ * default), a central registry in memory, or one in Redis (TENT's `metadata_type: "redis"`).
+ *
+ * @since 0.1.0
+ */
 import { Config, type ConfigError, ConfigProvider, Context, Effect, Layer, type Scope } from "effect"
 import type { Redis } from "ioredis"
 import { InvalidEntry, TransportFailure, type TransportFailureReason } from "./Errors.js"
@@ -7,7 +13,11 @@ import * as TentSegment from "./internal/tentSegment.js"
 import type { SegmentDesc } from "./Models.js"
 import { RpcAgent } from "./RpcAgent.js"
 
-/** Resolves a segment name to its descriptor. */
+/**
+ * Resolves a segment name to its descriptor.
+ *
+ * @since 0.1.0
+ */
 export interface RegistryShape {
   /**
    * `peer`: the name is the peer's `host:port` and a lookup asks that peer, so a refetch after a failed call goes to
@@ -35,13 +45,21 @@ export const makePeer: Effect.Effect<RegistryShape, never, RpcAgent> = Effect.ma
 /** The peer registry as a Layer. */
 export const layerPeer: Layer.Layer<Registry, never, RpcAgent> = Layer.effect(Registry, makePeer)
 
-/** A central registry held in memory: `putSegmentDesc` may move a segment to a new address (for tests and single hosts). */
+/**
+ * A central registry held in memory: `putSegmentDesc` may move a segment to a new address (for tests and single hosts).
+ *
+ * @since 0.1.0
+ */
 export interface MemoryRegistry extends RegistryShape {
   /** How many lookups were made, per name. */
   readonly lookups: (name: string) => number
 }
 
-/** Builds a {@link MemoryRegistry} (kind `central`). */
+/**
+ * Builds a {@link MemoryRegistry} (kind `central`).
+ *
+ * @since 0.1.0
+ */
 export const makeMemory = (initial: Iterable<SegmentDesc> = []): MemoryRegistry => {
   const entries = new Map<string, SegmentDesc>()
   const counts = new Map<string, number>()
@@ -66,7 +84,11 @@ export const makeMemory = (initial: Iterable<SegmentDesc> = []): MemoryRegistry 
 // Redis (TENT's `metadata_type: "redis"`)
 // ---------------------------------------------------------------------------------------------------------------------
 
-/** TENT's key of a segment's descriptor in a central store (`segment_registry.cpp`). */
+/**
+ * TENT's key of a segment's descriptor in a central store (`segment_registry.cpp`).
+ *
+ * @since 0.1.0
+ */
 export const segmentKey = (name: string): string => `mooncake/tent/${name}`
 
 /** TENT's `REDIS_DEFAULT_PORT`, used when `metadata_servers` names a host without a port. */
@@ -75,13 +97,21 @@ export const REDIS_DEFAULT_PORT = 6379
 /** Connect and per-command timeout of the Redis registry unless told otherwise (TENT's HTTP store uses 3 s too). */
 export const REDIS_DEFAULT_TIMEOUT_MS = 3000
 
-/** `host:port`, `[v6]:port` or a bare host (port {@link REDIS_DEFAULT_PORT}), as TENT's `parseHostNameWithPort`. */
+/**
+ * `host:port`, `[v6]:port` or a bare host (port {@link REDIS_DEFAULT_PORT}), as TENT's `parseHostNameWithPort`.
+ *
+ * @since 0.1.0
+ */
 export const parseServer = (servers: string): { readonly host: string; readonly port: number } | undefined => {
   const s = servers.trim()
   return parseAddress(s) ?? parseAddress(`${s}:${REDIS_DEFAULT_PORT}`)
 }
 
-/** How to reach the Redis server holding the registry. */
+/**
+ * How to reach the Redis server holding the registry.
+ *
+ * @since 0.1.0
+ */
 export interface RedisOptions {
   /** `metadata_servers`: `host:port` (see {@link parseServer}). */
   readonly address: string
@@ -95,7 +125,11 @@ export interface RedisOptions {
   readonly commandTimeoutMs?: number | undefined
 }
 
-/** A central registry in Redis (kind `central`). */
+/**
+ * A central registry in Redis (kind `central`).
+ *
+ * @since 0.1.0
+ */
 export interface RedisRegistry extends RegistryShape {
   /** The Redis server's `host:port` (the `address` of its `TransportFailure`s). */
   readonly address: string
@@ -126,6 +160,8 @@ const errorText = (e: unknown): string => (e instanceof Error ? e.message : Stri
  * a per-command timeout. An unreachable, dropped or slow server is a `TransportFailure` whose `address` is the Redis
  * server's; a missing key or a value that is not a memory segment's descriptor is `InvalidEntry`. Fails to build
  * when it cannot connect, as TENT's engine does not start without its store.
+ *
+ * @since 0.1.0
  */
 export const makeRedis = (options: RedisOptions): Effect.Effect<RedisRegistry, TransportFailure, Scope.Scope> =>
   Effect.gen(function* () {
@@ -233,7 +269,11 @@ export const makeRedis = (options: RedisOptions): Effect.Effect<RedisRegistry, T
     } satisfies RedisRegistry
   })
 
-/** The Redis registry as a Layer; credentials from {@link redisEnv} unless `options` gives them. */
+/**
+ * The Redis registry as a Layer; credentials from {@link redisEnv} unless `options` gives them.
+ *
+ * @since 0.1.0
+ */
 export const layerRedis = (options: RedisOptions): Layer.Layer<Registry, TransportFailure | ConfigError.ConfigError> =>
   Layer.scoped(
     Registry,

@@ -1,3 +1,9 @@
+/**
+ * The `RpcAgent`, the only client through which the engine calls a peer: one connection per peer address, every call
+ * bounded by a timeout, failures told apart (the peer's reply error or a `TransportFailure`), and the `CallGuard` seam.
+ *
+ * @since 0.1.0
+ */
 import { Cause, Context, Duration, Effect, Exit, Layer, type Scope } from "effect"
 import type { ControlPlaneTag, DataReplyError, PayloadOf, ReplyErrorOf, SuccessOf } from "./ControlPlane.js"
 import { DataTooLarge, NotificationTooLarge, SegmentRangeInvalid, TransportFailure } from "./Errors.js"
@@ -8,7 +14,11 @@ import * as Metrics from "./Metrics.js"
 import type { BootstrapDesc, Notification, SegmentDesc } from "./Models.js"
 import { defaults, RpcConfig } from "./RpcConfig.js"
 
-/** Per-call options of {@link RpcAgentShape.call}. */
+/**
+ * Per-call options of {@link RpcAgentShape.call}.
+ *
+ * @since 0.1.0
+ */
 export interface CallOptions {
   /** Overrides the configured timeout of this RPC (the wait for the reply, after the connection is up). */
   readonly timeout?: Duration.DurationInput | undefined
@@ -24,6 +34,8 @@ export type CallError<T extends ControlPlaneTag> = ReplyErrorOf<T> | TransportFa
  * The only way the engine calls a peer. One connection per peer address, created on first use, replaced on the
  * next call after it fails (no backoff: a peer that restarted is reachable at once), closed with the agent's scope.
  * Every call is bounded: connecting by `rpc/connect_timeout_ms`, the reply by the RPC's own timeout.
+ *
+ * @since 0.1.0
  */
 export interface RpcAgentShape {
   /** Calls `rpc` on the peer at `address` (`host:port`). */
@@ -204,6 +216,8 @@ const refusedHere = <E extends object>(e: E): E => {
 /**
  * One hook around every control-plane call of an agent ({@link decorate}). RFC PR 4's `PeerHealth` decorates the
  * agent through this: `admit` can refuse a call to a peer it considers down, `record` learns how each call ended.
+ *
+ * @since 0.1.0
  */
 export interface CallGuard {
   /** Runs before the call; a failure fails the call without anything being sent (and without a `record`). */
@@ -221,6 +235,8 @@ export interface CallGuard {
  * The agent with `guard` around `call`, `bootstrap`, `notify`, `getSegmentDesc`, `probe`, `sendData` and
  * `recvData`; `disconnect` and `connections` are the agent's own. Calls go out through the agent's own `call`, so a
  * decorated call passes the guard once.
+ *
+ * @since 0.1.0
  */
 export const decorate = (agent: RpcAgentShape, guard: CallGuard): RpcAgentShape => {
   const recordExit = (address: string, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> => {

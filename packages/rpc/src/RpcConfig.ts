@@ -1,9 +1,19 @@
+/**
+ * The control plane's settings (the `rpc/*` keys of the engine's JSON config): timeouts in milliseconds (-1 is TENT's
+ * 30 s) and byte limits, read with Effect `Config`.
+ *
+ * @since 0.1.0
+ */
 import { Config, ConfigProvider, Context, Layer } from "effect"
 
 /** What -1 (the default of every `rpc/*_timeout_ms`) means: the 30 s of TENT's RPC library, as `main` has today. */
 export const LIBRARY_DEFAULT_TIMEOUT_MS = 30_000
 
-/** The control-plane settings, in milliseconds and bytes; timeouts are already resolved (-1 → 30 000). */
+/**
+ * The control-plane settings, in milliseconds and bytes; timeouts are already resolved (-1 → 30 000).
+ *
+ * @since 0.1.0
+ */
 export interface RpcSettings {
   /** `rpc/request_timeout_ms`: `GetSegmentDesc`, `Probe`. */
   readonly requestTimeoutMs: number
@@ -24,6 +34,8 @@ export interface RpcSettings {
 /**
  * One configuration key, in the shape every package of the engine declares its keys in (`EngineConfig.KeySpec` of
  * `@tent/core` merges them): its JSON type, default, description and the values it accepts.
+ *
+ * @since 0.1.0
  */
 export interface KeySpec {
   readonly kind: "int"
@@ -74,7 +86,11 @@ export const defaults: { readonly [N in KeyName]: number } = Object.fromEntries(
   Object.entries(keys).map(([key, spec]) => [key.slice("rpc/".length), spec.default])
 ) as { readonly [N in KeyName]: number }
 
-/** -1 → {@link LIBRARY_DEFAULT_TIMEOUT_MS}; anything else as it is. */
+/**
+ * -1 → {@link LIBRARY_DEFAULT_TIMEOUT_MS}; anything else as it is.
+ *
+ * @since 0.1.0
+ */
 export const resolveTimeout = (ms: number): number => (ms === -1 ? LIBRARY_DEFAULT_TIMEOUT_MS : ms)
 
 /** The raw value of a key under `rpc`, with the validation, default and description of its entry in {@link keys}. */
@@ -105,7 +121,11 @@ export const config: Config.Config<RpcSettings> = Config.all({
 /** The control-plane settings as a service. */
 export class RpcConfig extends Context.Tag("@tent/rpc/RpcConfig")<RpcConfig, RpcSettings>() {}
 
-/** Settings given in code, as raw config values (-1 allowed); unspecified keys take {@link defaults}. */
+/**
+ * Settings given in code, as raw config values (-1 allowed); unspecified keys take {@link defaults}.
+ *
+ * @since 0.1.0
+ */
 export const layer = (values: Partial<Record<KeyName, number>> = {}): Layer.Layer<RpcConfig> => {
   const v = { ...defaults, ...values }
   return Layer.succeed(RpcConfig, {
@@ -125,7 +145,11 @@ export const layerConfig: Layer.Layer<RpcConfig, import("effect/ConfigError").Co
   config
 )
 
-/** Settings read from the engine's JSON config object (the `rpc` key of it). */
+/**
+ * Settings read from the engine's JSON config object (the `rpc` key of it).
+ *
+ * @since 0.1.0
+ */
 export const layerFromJson = (json: unknown): Layer.Layer<RpcConfig, import("effect/ConfigError").ConfigError> =>
   layerConfig.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromJson(json))))
 

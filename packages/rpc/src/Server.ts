@@ -1,3 +1,9 @@
+/**
+ * The control-plane TCP server: a listener bound first (its address is the engine's segment name), served later with
+ * the `ControlPlane` handlers and the data RPCs, which it answers from its owner's registered memory.
+ *
+ * @since 0.1.0
+ */
 import { Config, type ConfigError, Context, Effect, Layer, type Scope } from "effect"
 import type { ControlPlaneHandlers } from "./ControlPlane.js"
 import { ServerError } from "./Errors.js"
@@ -9,6 +15,8 @@ import { defaults, RpcConfig } from "./RpcConfig.js"
 /**
  * A bound control-plane socket, not necessarily served yet: its address (the engine's segment name) is known from
  * the start, so what needs it can be built before the handlers {@link serve} attaches.
+ *
+ * @since 0.1.0
  */
 export interface ListenerShape {
   readonly host: string
@@ -18,7 +26,11 @@ export interface ListenerShape {
   readonly address: string
 }
 
-/** Where a control-plane server listens (`address`: the segment name under the peer registry), and what it served. */
+/**
+ * Where a control-plane server listens (`address`: the segment name under the peer registry), and what it served.
+ *
+ * @since 0.1.0
+ */
 export interface ServerAddressShape extends ListenerShape {
   /** What `SendData` / `RecvData` did on this server (absent on servers from other builds). */
   readonly data?: DataStats | undefined
@@ -28,6 +40,8 @@ export interface ServerAddressShape extends ListenerShape {
  * Where `SendData` / `RecvData` land: the owner's registered memory. `lookup(addr, length)` returns the buffer that
  * holds all of `[addr, addr + length)` and the offset of `addr` in it, or undefined when no registered region holds
  * the whole range. Called synchronously on the server's connection handler: keep it plain code.
+ *
+ * @since 0.1.0
  */
 export interface SegmentMemory {
   readonly lookup: (
@@ -36,7 +50,11 @@ export interface SegmentMemory {
   ) => { readonly buffer: Uint8Array; readonly offset: number } | undefined
 }
 
-/** Counters of the data RPCs on one server. */
+/**
+ * Counters of the data RPCs on one server.
+ *
+ * @since 0.1.0
+ */
 export interface DataStats {
   /** `SendData` calls that wrote their bytes. */
   sent: number
@@ -49,7 +67,11 @@ export interface DataStats {
 /** The bound address of the control-plane server of this process. */
 export class ServerAddress extends Context.Tag("@tent/rpc/ServerAddress")<ServerAddress, ServerAddressShape>() {}
 
-/** Options of {@link layerListener}: where to bind, and the limits its connections are read with. */
+/**
+ * Options of {@link layerListener}: where to bind, and the limits its connections are read with.
+ *
+ * @since 0.1.0
+ */
 export interface ListenerOptions {
   /** Interface to bind; default `127.0.0.1`. */
   readonly host?: string | undefined
@@ -61,13 +83,21 @@ export interface ListenerOptions {
   readonly maxDataBytes?: number | undefined
 }
 
-/** Options of {@link serve}. */
+/**
+ * Options of {@link serve}.
+ *
+ * @since 0.1.0
+ */
 export interface ServeOptions {
   /** The memory `SendData` writes and `RecvData` reads; without it both are refused with `SegmentRangeInvalid`. */
   readonly memory?: SegmentMemory | undefined
 }
 
-/** Options of {@link make} and {@link layer}: a listener's and what {@link serve} takes. */
+/**
+ * Options of {@link make} and {@link layer}: a listener's and what {@link serve} takes.
+ *
+ * @since 0.1.0
+ */
 export interface ServerOptions extends ListenerOptions, ServeOptions {}
 
 /**
@@ -80,6 +110,8 @@ export class Listener extends Context.Tag("@tent/rpc/Listener")<Listener, BoundL
  * Binds the control-plane socket and accepts connections; closes it, and every connection, with the scope.
  * Connections that arrive before {@link serve} are accepted paused: their requests wait in the kernel's receive
  * buffer (bounded by TCP flow control) and are answered once handlers are attached, none lost, none refused.
+ *
+ * @since 0.1.0
  */
 export const makeListener = (options: ListenerOptions = {}): Effect.Effect<BoundListener, ServerError, Scope.Scope> =>
   bind(options.host ?? "127.0.0.1", options.port ?? 0, {
@@ -87,7 +119,11 @@ export const makeListener = (options: ListenerOptions = {}): Effect.Effect<Bound
     maxDataBytes: options.maxDataBytes ?? defaults.max_data_bytes
   })
 
-/** The listener as a Layer. */
+/**
+ * The listener as a Layer.
+ *
+ * @since 0.1.0
+ */
 export const layerListener = (options: ListenerOptions = {}): Layer.Layer<Listener, ServerError> =>
   Layer.scoped(Listener, makeListener(options))
 
@@ -131,6 +167,8 @@ const serveListener = (
  * `Notify`, the hot path, goes straight to the group's own handler: one fiber per request forked from a runtime built
  * once, or none when the handler's effect is already complete. A malformed frame, an unknown RPC or a length prefix
  * above the limit closes that connection only.
+ *
+ * @since 0.1.0
  */
 export const serve = <E = never, R = never>(
   handlers: Layer.Layer<ControlPlaneHandlers, E, R> | Context.Context<ControlPlaneHandlers>,
@@ -147,13 +185,19 @@ export const serve = <E = never, R = never>(
 /**
  * Binds and serves in one step ({@link makeListener}, then {@link serve} with the handlers in context): the server
  * of the control plane, closed with the scope.
+ *
+ * @since 0.1.0
  */
 export const make = (
   options: ServerOptions = {}
 ): Effect.Effect<ServerAddressShape, ServerError, ControlPlaneHandlers | Scope.Scope> =>
   Effect.flatMap(makeListener(options), (listener) => serveListener(listener, options))
 
-/** The control-plane server as a Layer: needs the group's handlers (`ControlPlane.toLayer({...})`). */
+/**
+ * The control-plane server as a Layer: needs the group's handlers (`ControlPlane.toLayer({...})`).
+ *
+ * @since 0.1.0
+ */
 export const layer = (options: ServerOptions = {}): Layer.Layer<ServerAddress, ServerError, ControlPlaneHandlers> =>
   Layer.scoped(ServerAddress, make(options))
 

@@ -1,3 +1,9 @@
+/**
+ * The stock `@effect/rpc` server and client over TCP (msgpack), kept to measure the control plane's own transport
+ * against and for peers that speak it.
+ *
+ * @since 0.1.0
+ */
 import type * as Socket from "@effect/platform/Socket"
 import * as SocketServer from "@effect/platform/SocketServer"
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
@@ -16,6 +22,8 @@ import { ServerAddress } from "./Server.js"
  * msgpack. Same group and handlers as {@link import("./Server.js").layer}; kept to measure against (it costs about
  * 3-4× a plain `node:net` round trip here) and for peers that speak it. Its client reports every socket failure as
  * one `RpcClientError`, which is why `RpcAgent` does not use it.
+ *
+ * @since 0.1.0
  */
 export const layerServer = (
   options: {
@@ -40,7 +48,11 @@ export const layerServer = (
   return Layer.merge(rpc, address).pipe(Layer.provide(socketServer))
 }
 
-/** A stock `RpcClient` for the group over `NodeSocket` (msgpack) to `host:port`; closes with the scope. */
+/**
+ * A stock `RpcClient` for the group over `NodeSocket` (msgpack) to `host:port`; closes with the scope.
+ *
+ * @since 0.1.0
+ */
 export const makeClient = (options: {
   readonly host: string
   readonly port: number

@@ -6,16 +6,78 @@
  * @since 0.1.0
  */
 export * from "./ControlPlane.js"
+/**
+ * The per-engine cache of segment descriptors in front of the `Registry`, and its `StaleClassifier` seam.
+ *
+ * @since 0.1.0
+ */
 export * as DescriptorCache from "./DescriptorCache.js"
+/**
+ * The control plane's errors: `TransportFailure` when a peer did not answer, and the refusals a peer answers with.
+ *
+ * @since 0.1.0
+ */
 export * from "./Errors.js"
 /** `host:port` (IPv6 hosts in brackets) parsed, or `undefined`: what a peer's address under the peer registry is. */
-export { formatAddress, parseAddress } from "./internal/address.js"
-/** The control plane's metrics, and the helpers every tent `Metrics` module defines its metrics with. */
+export {
+  /**
+   * Formats a host and port as a peer's RPC address: `host:port`, IPv6 hosts in brackets.
+   *
+   * @since 0.1.0
+   */
+  formatAddress,
+  /**
+   * A peer's RPC address (`host:port` or `[v6]:port`) split into host and port, or `undefined` when it does not parse.
+   *
+   * @since 0.1.0
+   */
+  parseAddress
+} from "./internal/address.js"
+/**
+ * The control plane's metrics, and the helpers every tent `Metrics` module defines its metrics with.
+ *
+ * @since 0.1.0
+ */
 export * as Metrics from "./Metrics.js"
+/**
+ * The schemas of what the control plane carries: endpoint, device, buffer and segment descriptors, notifications.
+ *
+ * @since 0.1.0
+ */
 export * from "./Models.js"
+/**
+ * TENT's notification wire payload, the one codec of it.
+ *
+ * @since 0.1.0
+ */
 export * as NotifyWire from "./NotifyWire.js"
+/**
+ * The segment registry: the peer registry, a central one in memory, or one in Redis.
+ *
+ * @since 0.1.0
+ */
 export * as Registry from "./Registry.js"
+/**
+ * The `RpcAgent`, the only client through which the engine calls a peer.
+ *
+ * @since 0.1.0
+ */
 export * as RpcAgent from "./RpcAgent.js"
+/**
+ * The control plane's settings, the `rpc/*` keys of the engine's configuration.
+ *
+ * @since 0.1.0
+ */
 export * as RpcConfig from "./RpcConfig.js"
+/**
+ * The control-plane TCP server: a listener bound first, served later.
+ *
+ * @since 0.1.0
+ */
 export * as Server from "./Server.js"
+/**
+ * The stock `@effect/rpc` server and client over TCP, kept to measure against and for peers that speak it.
+ *
+ * @since 0.1.0
+ */
 export * as Stock from "./Stock.js"

@@ -6,7 +6,11 @@
  * @since 0.1.0
  */
 
-/** `enum ibv_qp_state`. */
+/**
+ * `enum ibv_qp_state`.
+ *
+ * @since 0.1.0
+ */
 export const QpState = {
   RESET: 0,
   INIT: 1,
@@ -16,12 +20,24 @@ export const QpState = {
   SQE: 5,
   ERR: 6
 } as const
-/** A value of {@link QpState}. */
+/**
+ * A value of {@link QpState}.
+ *
+ * @since 0.1.0
+ */
 export type QpState = (typeof QpState)[keyof typeof QpState]
 
-/** `enum ibv_qp_type` (only RC is used by the engine). */
+/**
+ * `enum ibv_qp_type` (only RC is used by the engine).
+ *
+ * @since 0.1.0
+ */
 export const QpType = { RC: 2, UC: 3, UD: 4 } as const
-/** A value of {@link QpType}. */
+/**
+ * A value of {@link QpType}.
+ *
+ * @since 0.1.0
+ */
 export type QpType = (typeof QpType)[keyof typeof QpType]
 
 /** `enum ibv_qp_attr_mask`. */
@@ -49,15 +65,31 @@ export const QpAttrMask = {
   DEST_QPN: 1 << 20
 } as const
 
-/** `enum ibv_mtu`: the encoded path MTU. */
+/**
+ * `enum ibv_mtu`: the encoded path MTU.
+ *
+ * @since 0.1.0
+ */
 export const Mtu = { MTU_256: 1, MTU_512: 2, MTU_1024: 3, MTU_2048: 4, MTU_4096: 5 } as const
-/** A value of {@link Mtu}. */
+/**
+ * A value of {@link Mtu}.
+ *
+ * @since 0.1.0
+ */
 export type Mtu = (typeof Mtu)[keyof typeof Mtu]
 
-/** Bytes of an encoded `ibv_mtu` (`MTU_4096` → 4096); 0 for a value that is not an MTU. */
+/**
+ * Bytes of an encoded `ibv_mtu` (`MTU_4096` → 4096); 0 for a value that is not an MTU.
+ *
+ * @since 0.1.0
+ */
 export const mtuToBytes = (mtu: number): number => (mtu >= 1 && mtu <= 5 ? 128 << mtu : 0)
 
-/** `enum ibv_wr_opcode`. */
+/**
+ * `enum ibv_wr_opcode`.
+ *
+ * @since 0.1.0
+ */
 export const WrOpcode = {
   RDMA_WRITE: 0,
   RDMA_WRITE_WITH_IMM: 1,
@@ -67,7 +99,11 @@ export const WrOpcode = {
   ATOMIC_CMP_AND_SWP: 5,
   ATOMIC_FETCH_AND_ADD: 6
 } as const
-/** A value of {@link WrOpcode}. */
+/**
+ * A value of {@link WrOpcode}.
+ *
+ * @since 0.1.0
+ */
 export type WrOpcode = (typeof WrOpcode)[keyof typeof WrOpcode]
 
 /** `enum ibv_send_flags`. */
@@ -86,7 +122,11 @@ export const AccessFlags = {
   RELAXED_ORDERING: 1 << 20
 } as const
 
-/** `enum ibv_wc_status`. */
+/**
+ * `enum ibv_wc_status`.
+ *
+ * @since 0.1.0
+ */
 export const WcStatus = {
   SUCCESS: 0,
   LOC_LEN_ERR: 1,
@@ -111,15 +151,27 @@ export const WcStatus = {
   RESP_TIMEOUT_ERR: 20,
   GENERAL_ERR: 21
 } as const
-/** A value of {@link WcStatus}. */
+/**
+ * A value of {@link WcStatus}.
+ *
+ * @since 0.1.0
+ */
 export type WcStatus = (typeof WcStatus)[keyof typeof WcStatus]
 
 const wcStatusNames: ReadonlyArray<string> = Object.keys(WcStatus)
 
-/** The name of a work-completion status (`ibv_wc_status_str` gives prose; this gives the enum name). */
+/**
+ * The name of a work-completion status (`ibv_wc_status_str` gives prose; this gives the enum name).
+ *
+ * @since 0.1.0
+ */
 export const wcStatusName = (status: number): string => wcStatusNames[status] ?? `UNKNOWN(${status})`
 
-/** `enum ibv_wc_opcode`. */
+/**
+ * `enum ibv_wc_opcode`.
+ *
+ * @since 0.1.0
+ */
 export const WcOpcode = {
   SEND: 0,
   RDMA_WRITE: 1,
@@ -132,18 +184,34 @@ export const WcOpcode = {
   RECV: 128,
   RECV_RDMA_WITH_IMM: 129
 } as const
-/** A value of {@link WcOpcode}. */
+/**
+ * A value of {@link WcOpcode}.
+ *
+ * @since 0.1.0
+ */
 export type WcOpcode = (typeof WcOpcode)[keyof typeof WcOpcode]
 
 /** `enum ibv_wc_flags`. */
 export const WcFlags = { GRH: 1, WITH_IMM: 2, IP_CSUM_OK: 4, WITH_INV: 8 } as const
 
-/** `enum ibv_port_state`. */
+/**
+ * `enum ibv_port_state`.
+ *
+ * @since 0.1.0
+ */
 export const PortState = { NOP: 0, DOWN: 1, INIT: 2, ARMED: 3, ACTIVE: 4, ACTIVE_DEFER: 5 } as const
-/** A value of {@link PortState}. */
+/**
+ * A value of {@link PortState}.
+ *
+ * @since 0.1.0
+ */
 export type PortState = (typeof PortState)[keyof typeof PortState]
 
-/** `enum ibv_event_type`. */
+/**
+ * `enum ibv_event_type`.
+ *
+ * @since 0.1.0
+ */
 export const EventType = {
   CQ_ERR: 0,
   QP_FATAL: 1,
@@ -166,7 +234,11 @@ export const EventType = {
   GID_CHANGE: 18,
   WQ_FATAL: 19
 } as const
-/** A value of {@link EventType}. */
+/**
+ * A value of {@link EventType}.
+ *
+ * @since 0.1.0
+ */
 export type EventType = (typeof EventType)[keyof typeof EventType]
 
 /** `IBV_LINK_LAYER_*` as reported in `ibv_port_attr.link_layer`. */
@@ -181,7 +253,11 @@ export const RNR_TIMER_MS: ReadonlyArray<number> = [
   7.68, 10.24, 15.36, 20.48, 30.72, 40.96, 61.44, 81.92, 122.88, 163.84, 245.76, 327.68, 491.52
 ]
 
-/** Local ACK timeout of an RC QP in milliseconds: `4.096 µs × 2^timeout`; `timeout` 0 means infinite (returns 0). */
+/**
+ * Local ACK timeout of an RC QP in milliseconds: `4.096 µs × 2^timeout`; `timeout` 0 means infinite (returns 0).
+ *
+ * @since 0.1.0
+ */
 export const ackTimeoutMs = (timeout: number): number => (timeout === 0 ? 0 : 0.004096 * 2 ** timeout)
 
 /** `rnr_retry` 7 means "retry forever". */

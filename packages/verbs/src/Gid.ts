@@ -5,7 +5,11 @@
  */
 import type { Gid } from "./Verbs.js"
 
-/** Formats a 16-byte GID as eight colon-separated groups of four hex digits. */
+/**
+ * Formats a 16-byte GID as eight colon-separated groups of four hex digits.
+ *
+ * @since 0.1.0
+ */
 export const gidToString = (gid: Gid): string => {
   const groups: Array<string> = []
   for (let i = 0; i < 16; i += 2) {
@@ -14,7 +18,11 @@ export const gidToString = (gid: Gid): string => {
   return groups.join(":")
 }
 
-/** Parses the format of {@link gidToString}; returns `undefined` for anything else. */
+/**
+ * Parses the format of {@link gidToString}; returns `undefined` for anything else.
+ *
+ * @since 0.1.0
+ */
 export const gidFromString = (text: string): Gid | undefined => {
   const groups = text.split(":")
   if (groups.length !== 8) return undefined

@@ -16,19 +16,35 @@ import * as Device from "./ibverbs/Device.js"
 import { bind, type Library } from "./ibverbs/Library.js"
 import { Verbs, type VerbsShape } from "./Verbs.js"
 
-/** Options of the provider. */
+/**
+ * Options of the provider.
+ *
+ * @since 0.1.0
+ */
 export interface Options {
   /** The libibverbs to load: a soname or a path (tests point it at an ABI-compatible double). */
   readonly library?: string
 }
 
-/** Default options: the rdma-core soname. */
+/**
+ * Default options: the rdma-core soname.
+ *
+ * @since 0.1.0
+ */
 export const defaults = { library: "libibverbs.so.1" } as const
 
-/** The environment key naming the library to load. */
+/**
+ * The environment key naming the library to load.
+ *
+ * @since 0.1.0
+ */
 export const LIBRARY_KEY = "TENT_IBVERBS_LIBRARY"
 
-/** The provider's options from config (`TENT_IBVERBS_LIBRARY`, default `libibverbs.so.1`). */
+/**
+ * The provider's options from config (`TENT_IBVERBS_LIBRARY`, default `libibverbs.so.1`).
+ *
+ * @since 0.1.0
+ */
 export const config: Config.Config<Options> = Config.string(LIBRARY_KEY).pipe(
   Config.withDefault(defaults.library),
   Config.withDescription("Path or soname of libibverbs for the Ibverbs provider (default libibverbs.so.1)"),
@@ -70,7 +86,11 @@ const load = (path: string): Library | DeviceNotFound => {
   return lib
 }
 
-/** Builds the service over the libibverbs at `options.library`. */
+/**
+ * Builds the service over the libibverbs at `options.library`.
+ *
+ * @since 0.1.0
+ */
 export const make = (options: Options = {}): Effect.Effect<VerbsShape> =>
   Effect.sync(() => {
     const lib = load(options.library ?? defaults.library)
@@ -88,9 +108,17 @@ export const make = (options: Options = {}): Effect.Effect<VerbsShape> =>
     }
   })
 
-/** The `Verbs` service over libibverbs. */
+/**
+ * The `Verbs` service over libibverbs.
+ *
+ * @since 0.1.0
+ */
 export const layer = (options: Options = {}): Layer.Layer<Verbs> => Layer.effect(Verbs, make(options))
 
-/** The `Verbs` service over the libibverbs named by config (`TENT_IBVERBS_LIBRARY`). */
+/**
+ * The `Verbs` service over the libibverbs named by config (`TENT_IBVERBS_LIBRARY`).
+ *
+ * @since 0.1.0
+ */
 export const layerConfig = (options: Config.Config<Options> = config): Layer.Layer<Verbs, never> =>
   Layer.effect(Verbs, Effect.flatMap(Effect.orDie(options), make))

@@ -22,7 +22,11 @@ import type {
   VerbsShape
 } from "./Verbs.js"
 
-/** What one side tells the other so that it can connect (TENT exchanges this in its bootstrap). */
+/**
+ * What one side tells the other so that it can connect (TENT exchanges this in its bootstrap).
+ *
+ * @since 0.1.0
+ */
 export interface RcPeer {
   readonly gid: Gid
   /**
@@ -34,7 +38,11 @@ export interface RcPeer {
   readonly psn: number
 }
 
-/** The RC parameters of a connection; defaults are TENT's `EndPointParams` and `DeviceParams`. */
+/**
+ * The RC parameters of a connection; defaults are TENT's `EndPointParams` and `DeviceParams`.
+ *
+ * @since 0.1.0
+ */
 export interface RcParams {
   /** The local port the QP uses (`qp_attr.port_num`, `ah_attr.port_num`; TENT `transports/rdma/device/port`). */
   readonly portNum: number
@@ -64,6 +72,8 @@ export interface RcParams {
 /**
  * TENT's defaults: port 1 over RoCE, MTU 4096, min_rnr_timer 12, timeout 14, retry_cnt 7, rnr_retry 7, 16 outstanding
  * reads, traffic class and service level 0.
+ *
+ * @since 0.1.0
  */
 export const defaultParams: RcParams = {
   portNum: 1,
@@ -84,12 +94,18 @@ export const defaultParams: RcParams = {
   serviceLevel: 0
 }
 
-/** Whether `params` address the peer by GID in a GRH (RoCE) rather than by LID (InfiniBand). */
+/**
+ * Whether `params` address the peer by GID in a GRH (RoCE) rather than by LID (InfiniBand).
+ *
+ * @since 0.1.0
+ */
 export const usesGrh = (params: Pick<RcParams, "linkLayer">): boolean => params.linkLayer === LinkLayer.ETHERNET
 
 /**
  * The address vector towards `remote`: on RoCE a GRH with the peer's GID, this side's GID index, hop limit, traffic
  * class and flow label; on InfiniBand the peer's LID and no GRH. Either way on `params.portNum`, at `serviceLevel`.
+ *
+ * @since 0.1.0
  */
 export const addressVector = (remote: RcPeer, params: RcParams): AhAttr =>
   usesGrh(params)
@@ -108,7 +124,11 @@ export const addressVector = (remote: RcPeer, params: RcParams): AhAttr =>
       }
     : { isGlobal: 0, dlid: remote.lid ?? 0, sl: params.serviceLevel, portNum: params.portNum }
 
-/** RESET → INIT on `params.portNum`. */
+/**
+ * RESET → INIT on `params.portNum`.
+ *
+ * @since 0.1.0
+ */
 export const toInit = (qp: QueuePair, params: RcParams = defaultParams): Effect.Effect<void, RdmaError> =>
   qp.modifyQp(
     {
@@ -120,7 +140,11 @@ export const toInit = (qp: QueuePair, params: RcParams = defaultParams): Effect.
     M.STATE | M.PKEY_INDEX | M.PORT | M.ACCESS_FLAGS
   )
 
-/** INIT → RTR towards `remote`. On InfiniBand a peer without a LID (0) cannot be addressed: EINVAL, nothing modified. */
+/**
+ * INIT → RTR towards `remote`. On InfiniBand a peer without a LID (0) cannot be addressed: EINVAL, nothing modified.
+ *
+ * @since 0.1.0
+ */
 export const toRtr = (
   qp: QueuePair,
   remote: RcPeer,
@@ -150,7 +174,11 @@ export const toRtr = (
         M.STATE | M.AV | M.PATH_MTU | M.DEST_QPN | M.RQ_PSN | M.MAX_DEST_RD_ATOMIC | M.MIN_RNR_TIMER
       )
 
-/** RTR → RTS, sending from `psn`. */
+/**
+ * RTR → RTS, sending from `psn`.
+ *
+ * @since 0.1.0
+ */
 export const toRts = (qp: QueuePair, psn: number, params: RcParams = defaultParams): Effect.Effect<void, RdmaError> =>
   qp.modifyQp(
     {
@@ -164,7 +192,11 @@ export const toRts = (qp: QueuePair, psn: number, params: RcParams = defaultPara
     M.STATE | M.SQ_PSN | M.TIMEOUT | M.RETRY_CNT | M.RNR_RETRY | M.MAX_QP_RD_ATOMIC
   )
 
-/** RESET → INIT → RTR → RTS: `localPsn` is this side's send PSN, `remote.psn` the peer's. */
+/**
+ * RESET → INIT → RTR → RTS: `localPsn` is this side's send PSN, `remote.psn` the peer's.
+ *
+ * @since 0.1.0
+ */
 export const connect = (
   qp: QueuePair,
   localPsn: number,
@@ -173,7 +205,11 @@ export const connect = (
 ): Effect.Effect<void, RdmaError> =>
   Effect.zipRight(toInit(qp, params), Effect.zipRight(toRtr(qp, remote, params), toRts(qp, localPsn, params)))
 
-/** What a port and its device allow, as `ibv_query_port` and `ibv_query_device` report them. */
+/**
+ * What a port and its device allow, as `ibv_query_port` and `ibv_query_device` report them.
+ *
+ * @since 0.1.0
+ */
 export interface Limits {
   readonly portNum: number
   readonly port: PortAttr
@@ -184,6 +220,8 @@ export interface Limits {
 /**
  * Queries port `portNum` of `ctx` and, when the provider has `queryDevice`, the device's limits. A port the device
  * does not have fails as `ibv_query_port` would, EINVAL, with a message saying which ports it has.
+ *
+ * @since 0.1.0
  */
 export const queryLimits = (ctx: DeviceContext, portNum: number): Effect.Effect<Limits, RdmaError> =>
   Effect.gen(function* () {
@@ -203,6 +241,8 @@ export const queryLimits = (ctx: DeviceContext, portNum: number): Effect.Effect<
  * `params` fitted to the port and device of `limits`: the port's number and link layer, the path MTU at most the
  * port's active MTU, `max_rd_atomic` at most the device's `max_qp_init_rd_atom` and `max_dest_rd_atomic` at most its
  * `max_qp_rd_atom` (a NIC refuses the modify otherwise).
+ *
+ * @since 0.1.0
  */
 export const clampParams = (params: RcParams, limits: Limits): RcParams => {
   const active = limits.port.activeMtu
@@ -218,7 +258,11 @@ export const clampParams = (params: RcParams, limits: Limits): RcParams => {
   }
 }
 
-/** `cap` with its queue depths at most the device's `max_qp_wr` and its SGEs at most `max_sge`. */
+/**
+ * `cap` with its queue depths at most the device's `max_qp_wr` and its SGEs at most `max_sge`.
+ *
+ * @since 0.1.0
+ */
 export const clampCap = (cap: QpCap, limits: Limits): QpCap => {
   const device = limits.device
   if (device === undefined) return cap
@@ -231,7 +275,11 @@ export const clampCap = (cap: QpCap, limits: Limits): QpCap => {
   }
 }
 
-/** A CQ size at most the device's `max_cqe`. */
+/**
+ * A CQ size at most the device's `max_cqe`.
+ *
+ * @since 0.1.0
+ */
 export const clampCqe = (cqe: number, limits: Limits): number =>
   limits.device === undefined ? cqe : Math.min(cqe, limits.device.maxCqe)
 
@@ -242,6 +290,8 @@ const MAX_CREATE_ATTEMPTS = 33
  * `pd.createQp` with the capabilities clamped to `limits` ({@link clampCap}). No query reports the largest inline
  * size, so while the device refuses the QP with EINVAL the inline size is halved and the create retried (at most 33
  * tries, the last with 0); a refusal with any other errno, or at inline 0, is the error.
+ *
+ * @since 0.1.0
  */
 export const createQp = (
   pd: ProtectionDomain,
@@ -261,10 +311,18 @@ export const createQp = (
     }
   })
 
-/** A random 24-bit initial PSN, as `ibv_rc_pingpong` picks one. */
+/**
+ * A random 24-bit initial PSN, as `ibv_rc_pingpong` picks one.
+ *
+ * @since 0.1.0
+ */
 export const randomPsn = (): number => Math.floor(Math.random() * 0xffffff)
 
-/** The sizes of the RC QP that `open` creates. */
+/**
+ * The sizes of the RC QP that `open` creates.
+ *
+ * @since 0.1.0
+ */
 export interface OpenOptions {
   /** Entries of the one CQ that serves both send and receive. */
   readonly cqe: number
@@ -274,7 +332,11 @@ export interface OpenOptions {
   readonly maxInlineData?: number
 }
 
-/** Opens `deviceName` and creates a PD, one CQ and an RC QP (in RESET, one SGE each way) on it, all in the scope. */
+/**
+ * Opens `deviceName` and creates a PD, one CQ and an RC QP (in RESET, one SGE each way) on it, all in the scope.
+ *
+ * @since 0.1.0
+ */
 export const open = (
   verbs: VerbsShape,
   deviceName: string,

@@ -40,7 +40,11 @@ import {
 
 export type { HeapTrim, ScavengePacing, SocketBuffers, SoftCounters, SoftDeviceConfig, SoftFaults }
 
-/** Limits of a SoftVerbs device (what `ibv_query_device` would report). */
+/**
+ * Limits of a SoftVerbs device (what `ibv_query_device` would report).
+ *
+ * @since 0.1.0
+ */
 export const limits = {
   maxQpWr: 16384,
   maxSge: 16,
@@ -49,7 +53,11 @@ export const limits = {
   maxMrSize: 2 ** 31
 } as const
 
-/** Options of the SoftVerbs provider. */
+/**
+ * Options of the SoftVerbs provider.
+ *
+ * @since 0.1.0
+ */
 export interface SoftVerbsOptions {
   /** The devices to create (each binds one UDP socket). */
   readonly devices: ReadonlyArray<SoftDeviceConfig>
@@ -69,7 +77,11 @@ export interface SoftVerbsOptions {
   readonly scavengeEveryBytes?: number
 }
 
-/** What SoftVerbs did to this process's heaps (both settings are process-wide, as last set). */
+/**
+ * What SoftVerbs did to this process's heaps (both settings are process-wide, as last set).
+ *
+ * @since 0.1.0
+ */
 export interface HeapSettings {
   /** glibc's trim threshold (`mallocTrimThreshold`). */
   readonly trim: HeapTrim
@@ -79,7 +91,11 @@ export interface HeapSettings {
   readonly scavenges: number
 }
 
-/** The fault-injection and inspection handle of the SoftVerbs devices of this process. */
+/**
+ * The fault-injection and inspection handle of the SoftVerbs devices of this process.
+ *
+ * @since 0.1.0
+ */
 export interface SoftVerbsControlShape {
   /** The devices, in configuration order. */
   readonly devices: ReadonlyArray<SoftDevice>
@@ -103,7 +119,11 @@ export interface SoftVerbsControlShape {
   readonly heap: () => HeapSettings
 }
 
-/** The SoftVerbs control handle. */
+/**
+ * The SoftVerbs control handle.
+ *
+ * @since 0.1.0
+ */
 export class SoftVerbsControl extends Context.Tag("@tent/verbs/SoftVerbsControl")<
   SoftVerbsControl,
   SoftVerbsControlShape
@@ -256,7 +276,11 @@ const logSocketBuffers = (device: SoftDevice): Effect.Effect<void> => {
   return capped ? Effect.logWarning(line) : Effect.logDebug(line)
 }
 
-/** Creates the devices (binding their sockets) and the two services; everything closes with the scope. */
+/**
+ * Creates the devices (binding their sockets) and the two services; everything closes with the scope.
+ *
+ * @since 0.1.0
+ */
 export const make = (
   options: SoftVerbsOptions
 ): Effect.Effect<{ readonly verbs: VerbsShape; readonly control: SoftVerbsControlShape }, RdmaError, Scope.Scope> =>
@@ -364,7 +388,11 @@ export const make = (
     return { verbs, control }
   })
 
-/** The SoftVerbs provider as a Layer: `Verbs` and `SoftVerbsControl`. */
+/**
+ * The SoftVerbs provider as a Layer: `Verbs` and `SoftVerbsControl`.
+ *
+ * @since 0.1.0
+ */
 export const layer = (options: SoftVerbsOptions): Layer.Layer<Verbs | SoftVerbsControl, RdmaError> =>
   Layer.scopedContext(
     Effect.map(make(options), ({ control, verbs }) =>

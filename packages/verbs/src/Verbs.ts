@@ -18,16 +18,28 @@ import { Context } from "effect"
 import type { EventType, Mtu, PortState, QpState, QpType, WcOpcode, WcStatus, WrOpcode } from "./Constants.js"
 import type { DeviceNotFound, RdmaError } from "./Errors.js"
 
-/** A 16-byte GID (`union ibv_gid`). */
+/**
+ * A 16-byte GID (`union ibv_gid`).
+ *
+ * @since 0.1.0
+ */
 export type Gid = Uint8Array
 
-/** What `ibv_get_device_list` names: a device and its node GUID (as 16 hex digits). */
+/**
+ * What `ibv_get_device_list` names: a device and its node GUID (as 16 hex digits).
+ *
+ * @since 0.1.0
+ */
 export interface DeviceInfo {
   readonly name: string
   readonly guid: string
 }
 
-/** `struct ibv_port_attr`, the fields the engine reads. */
+/**
+ * `struct ibv_port_attr`, the fields the engine reads.
+ *
+ * @since 0.1.0
+ */
 export interface PortAttr {
   readonly state: PortState
   /** `max_mtu` as an `ibv_mtu`. */
@@ -46,6 +58,8 @@ export interface PortAttr {
  * `struct ibv_device_attr`, the limits a request is clamped to: work requests and SGEs per QP, CQ entries, and the
  * RDMA READ/atomic depths (`max_qp_init_rd_atom` bounds a QP's `max_rd_atomic`, `max_qp_rd_atom` its
  * `max_dest_rd_atomic`).
+ *
+ * @since 0.1.0
  */
 export interface DeviceAttr {
   readonly maxQp: number
@@ -59,7 +73,11 @@ export interface DeviceAttr {
   readonly physPortCnt: number
 }
 
-/** `struct ibv_global_route`. */
+/**
+ * `struct ibv_global_route`.
+ *
+ * @since 0.1.0
+ */
 export interface GlobalRoute {
   readonly dgid: Gid
   readonly flowLabel?: number
@@ -68,7 +86,11 @@ export interface GlobalRoute {
   readonly trafficClass?: number
 }
 
-/** `struct ibv_ah_attr`: how to reach the peer QP. On RoCE (and SoftVerbs) `isGlobal` is 1 and `grh.dgid` is the key. */
+/**
+ * `struct ibv_ah_attr`: how to reach the peer QP. On RoCE (and SoftVerbs) `isGlobal` is 1 and `grh.dgid` is the key.
+ *
+ * @since 0.1.0
+ */
 export interface AhAttr {
   readonly dlid?: number
   readonly sl?: number
@@ -78,7 +100,11 @@ export interface AhAttr {
   readonly grh?: GlobalRoute
 }
 
-/** `struct ibv_qp_cap`. */
+/**
+ * `struct ibv_qp_cap`.
+ *
+ * @since 0.1.0
+ */
 export interface QpCap {
   readonly maxSendWr: number
   readonly maxRecvWr: number
@@ -87,7 +113,11 @@ export interface QpCap {
   readonly maxInlineData: number
 }
 
-/** `struct ibv_qp_init_attr`. */
+/**
+ * `struct ibv_qp_init_attr`.
+ *
+ * @since 0.1.0
+ */
 export interface QpInitAttr {
   readonly sendCq: CompletionQueue
   readonly recvCq: CompletionQueue
@@ -100,6 +130,8 @@ export interface QpInitAttr {
 /**
  * `struct ibv_qp_attr`: the fields `modifyQp` and `queryQp` use. Which ones `modifyQp` reads is chosen by the
  * attribute mask (`QpAttrMask`), exactly as in verbs.
+ *
+ * @since 0.1.0
  */
 export interface QpAttr {
   readonly qpState?: QpState
@@ -124,7 +156,11 @@ export interface QpAttr {
   readonly rnrRetry?: number
 }
 
-/** `struct ibv_sge`. */
+/**
+ * `struct ibv_sge`.
+ *
+ * @since 0.1.0
+ */
 export interface Sge {
   addr: number
   length: number
@@ -134,6 +170,8 @@ export interface Sge {
 /**
  * `struct ibv_send_wr`. Reuse one object per slot on the hot path; `next` chains several WRs into one post, as in
  * verbs. `remoteAddr`/`rkey` are `wr.rdma`; `immData` is the immediate (host order, 32 bits).
+ *
+ * @since 0.1.0
  */
 export interface SendWr {
   wrId: number
@@ -147,7 +185,11 @@ export interface SendWr {
   rkey?: number
 }
 
-/** `struct ibv_recv_wr`. */
+/**
+ * `struct ibv_recv_wr`.
+ *
+ * @since 0.1.0
+ */
 export interface RecvWr {
   wrId: number
   next?: RecvWr | null
@@ -158,6 +200,8 @@ export interface RecvWr {
 /**
  * `struct ibv_wc`, as a mutable object that `pollCq` fills. Allocate an array of them once (`WorkCompletion.array`)
  * and pass it to every poll.
+ *
+ * @since 0.1.0
  */
 export class WorkCompletion {
   wrId = 0
@@ -181,7 +225,11 @@ export class WorkCompletion {
   }
 }
 
-/** `struct ibv_async_event`: what happened and to which object (a QP number, a CQ, or a port number). */
+/**
+ * `struct ibv_async_event`: what happened and to which object (a QP number, a CQ, or a port number).
+ *
+ * @since 0.1.0
+ */
 export interface AsyncEvent {
   readonly eventType: EventType
   readonly qpNum?: number
@@ -191,7 +239,11 @@ export interface AsyncEvent {
   readonly detail?: string
 }
 
-/** `struct ibv_mr`: a registered memory region. */
+/**
+ * `struct ibv_mr`: a registered memory region.
+ *
+ * @since 0.1.0
+ */
 export interface MemoryRegion {
   readonly addr: number
   readonly length: number
@@ -206,6 +258,8 @@ export interface MemoryRegion {
  * `struct ibv_cq` with its completion channel. `pollCq` is `ibv_poll_cq`; `reqNotifyCq` arms the channel for the next
  * completion (`ibv_req_notify_cq`); `setNotify` installs the channel's listener, called synchronously once per armed
  * event, so a poller can sleep instead of spinning (`awaitNotify` is the same as an Effect).
+ *
+ * @since 0.1.0
  */
 export interface CompletionQueue {
   readonly cqe: number
@@ -222,7 +276,11 @@ export interface CompletionQueue {
   readonly awaitNotify: Effect.Effect<void>
 }
 
-/** `struct ibv_qp` of type RC. */
+/**
+ * `struct ibv_qp` of type RC.
+ *
+ * @since 0.1.0
+ */
 export interface QueuePair {
   readonly qpNum: number
   /**
@@ -245,7 +303,11 @@ export interface QueuePair {
   readonly destroy: Effect.Effect<void, RdmaError>
 }
 
-/** `struct ibv_pd`. */
+/**
+ * `struct ibv_pd`.
+ *
+ * @since 0.1.0
+ */
 export interface ProtectionDomain {
   /**
    * `ibv_reg_mr` over a Buffer. `access` is `AccessFlags`; `REMOTE_WRITE` or `REMOTE_ATOMIC` without `LOCAL_WRITE` is
@@ -256,7 +318,11 @@ export interface ProtectionDomain {
   createQp(init: QpInitAttr): Effect.Effect<QueuePair, RdmaError, Scope.Scope>
 }
 
-/** `struct ibv_context`: an opened device. */
+/**
+ * `struct ibv_context`: an opened device.
+ *
+ * @since 0.1.0
+ */
 export interface DeviceContext {
   readonly device: DeviceInfo
   /** `ibv_query_device`; a provider that has no device limits to report leaves it out. */
@@ -273,7 +339,11 @@ export interface DeviceContext {
   readonly asyncEvents: Stream.Stream<AsyncEvent>
 }
 
-/** The operations of the `Verbs` service. */
+/**
+ * The operations of the `Verbs` service.
+ *
+ * @since 0.1.0
+ */
 export interface VerbsShape {
   /** `"soft"` or `"ibverbs"`. */
   readonly provider: string
@@ -283,5 +353,9 @@ export interface VerbsShape {
   openDevice(name: string): Effect.Effect<DeviceContext, DeviceNotFound | RdmaError, Scope.Scope>
 }
 
-/** The `Verbs` service. Provide it with `SoftVerbs.layer(...)` or `Ibverbs.layer(...)`. */
+/**
+ * The `Verbs` service. Provide it with `SoftVerbs.layer(...)` or `Ibverbs.layer(...)`.
+ *
+ * @since 0.1.0
+ */
 export class Verbs extends Context.Tag("@tent/verbs/Verbs")<Verbs, VerbsShape>() {}

@@ -11,7 +11,11 @@
  * @since 0.1.0
  */
 
-/** One call of the sender: a standalone notification, or a transfer whose notification goes when its batch completes. */
+/**
+ * One call of the sender: a standalone notification, or a transfer whose notification goes when its batch completes.
+ *
+ * @since 0.1.0
+ */
 export interface Call {
   readonly seq: number
   readonly kind: "standalone" | "transfer"
@@ -23,7 +27,11 @@ export interface Call {
   readonly error: string
 }
 
-/** One line of a receiver's log. */
+/**
+ * One line of a receiver's log.
+ *
+ * @since 0.1.0
+ */
 export interface Admitted {
   readonly seq: number
   readonly at: number
@@ -31,21 +39,33 @@ export interface Admitted {
   readonly rdma: number
 }
 
-/** An `Undelivered` the sender's engine reported. */
+/**
+ * An `Undelivered` the sender's engine reported.
+ *
+ * @since 0.1.0
+ */
 export interface Reported {
   readonly seq: number
   readonly reason: string
   readonly at: number
 }
 
-/** A fault as it happened: wall-clock start and end. */
+/**
+ * A fault as it happened: wall-clock start and end.
+ *
+ * @since 0.1.0
+ */
 export interface Window {
   readonly label: string
   readonly start: number
   readonly end: number
 }
 
-/** The figures of a set of calls. */
+/**
+ * The figures of a set of calls.
+ *
+ * @since 0.1.0
+ */
 export interface Figures {
   readonly calls: number
   readonly ok: number
@@ -68,7 +88,11 @@ export interface Figures {
   readonly notifyCallsOver1s: number
 }
 
-/** A fault window's figures, and the time from the fault's end to the first notification over RDMA again. */
+/**
+ * A fault window's figures, and the time from the fault's end to the first notification over RDMA again.
+ *
+ * @since 0.1.0
+ */
 export interface WindowFigures extends Figures {
   readonly fault: string
   readonly startS: number
@@ -77,7 +101,11 @@ export interface WindowFigures extends Figures {
   readonly rdmaBackS: number
 }
 
-/** An arm's accounting. */
+/**
+ * An arm's accounting.
+ *
+ * @since 0.1.0
+ */
 export interface Accounts {
   readonly total: Figures
   readonly quiet: Figures
@@ -88,7 +116,11 @@ export interface Accounts {
   readonly incarnations: ReadonlyArray<number>
 }
 
-/** Parses a receiver's log (`seq at rdma` lines; a torn last line is left out). */
+/**
+ * Parses a receiver's log (`seq at rdma` lines; a torn last line is left out).
+ *
+ * @since 0.1.0
+ */
 export const parseLog = (text: string): ReadonlyArray<Admitted> => {
   const out: Array<Admitted> = []
   for (const l of text.split("\n")) {
@@ -172,7 +204,11 @@ const firstRdmaAfter = (logs: ReadonlyArray<ReadonlyArray<Admitted>>, t: number)
   return first
 }
 
-/** Accounts for one arm. `logs`: one per receiver incarnation. */
+/**
+ * Accounts for one arm. `logs`: one per receiver incarnation.
+ *
+ * @since 0.1.0
+ */
 export const account = (
   calls: ReadonlyArray<Call>,
   logs: ReadonlyArray<ReadonlyArray<Admitted>>,

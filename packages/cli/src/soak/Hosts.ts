@@ -13,14 +13,22 @@
 import { execFileSync, spawnSync } from "node:child_process"
 import { Data, Effect, type Scope } from "effect"
 
-/** The soak cannot run here (not root, no `ip`, no `nft`), or a command it ran on the hosts failed. */
+/**
+ * The soak cannot run here (not root, no `ip`, no `nft`), or a command it ran on the hosts failed.
+ *
+ * @since 0.1.0
+ */
 export class HostFailure extends Data.TaggedError("HostFailure")<{
   readonly message: string
   /** Missing: what the soak needs is not on this machine (exit 2); otherwise a command failed (exit 1). */
   readonly missing: boolean
 }> {}
 
-/** One side's addresses: its two rails and its control plane. */
+/**
+ * One side's addresses: its two rails and its control plane.
+ *
+ * @since 0.1.0
+ */
 export interface Side {
   readonly ns: string
   readonly rails: readonly [string, string]
@@ -29,13 +37,21 @@ export interface Side {
   readonly links: readonly [string, string, string]
 }
 
-/** The two hosts of one soak arm. */
+/**
+ * The two hosts of one soak arm.
+ *
+ * @since 0.1.0
+ */
 export interface Hosts {
   readonly a: Side
   readonly b: Side
 }
 
-/** Which link a fault takes: a rail (0, 1) or the control plane. */
+/**
+ * Which link a fault takes: a rail (0, 1) or the control plane.
+ *
+ * @since 0.1.0
+ */
 export type Link = 0 | 1 | "control"
 
 const PREFIX = "tent-soak-"
@@ -54,7 +70,11 @@ const tryRun = (cmd: string, args: ReadonlyArray<string>): Effect.Effect<void, H
       })
   })
 
-/** What is missing for the soak on this machine (`undefined`: nothing): root, `ip`, `nft`, namespaces. */
+/**
+ * What is missing for the soak on this machine (`undefined`: nothing): root, `ip`, `nft`, namespaces.
+ *
+ * @since 0.1.0
+ */
 export const missing = (): string | undefined => {
   if (typeof process.getuid === "function" && process.getuid() !== 0) {
     return "tent soak needs root (it makes network namespaces, veth pairs and nftables rules): run it as root"
@@ -80,6 +100,8 @@ const alive = (pid: number): boolean => {
 /**
  * Removes what an earlier soak left behind: its namespaces and any of its veth ends still in this namespace, when
  * the process that made them is gone. Returns what it removed.
+ *
+ * @since 0.1.0
  */
 export const cleanLeftovers = (): ReadonlyArray<string> => {
   const removed: Array<string> = []
@@ -111,13 +133,21 @@ const names = (k: number): Hosts => {
   return { a: side("a", 1), b: side("b", 2) }
 }
 
-/** Removes both namespaces (their links and rules go with them). Never fails. */
+/**
+ * Removes both namespaces (their links and rules go with them). Never fails.
+ *
+ * @since 0.1.0
+ */
 export const destroy = (h: Hosts): void => {
   for (const ns of [h.a.ns, h.b.ns]) spawnSync("ip", ["netns", "del", ns], { stdio: "ignore" })
   for (const link of [...h.a.links]) spawnSync("ip", ["link", "del", link], { stdio: "ignore" })
 }
 
-/** Builds the two hosts (removed when the scope closes, whatever happened). */
+/**
+ * Builds the two hosts (removed when the scope closes, whatever happened).
+ *
+ * @since 0.1.0
+ */
 export const make = (k = 0): Effect.Effect<Hosts, HostFailure, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.suspend(() => {
@@ -147,7 +177,11 @@ export const make = (k = 0): Effect.Effect<Hosts, HostFailure, Scope.Scope> =>
 
 const linkOf = (s: Side, link: Link): string => (link === "control" ? s.links[2] : s.links[link])
 
-/** Sets the receiver host's end of `link` down or up (its peer then has no carrier: nothing crosses the link). */
+/**
+ * Sets the receiver host's end of `link` down or up (its peer then has no carrier: nothing crosses the link).
+ *
+ * @since 0.1.0
+ */
 export const setLink = (h: Hosts, link: Link, up: boolean): Effect.Effect<void, HostFailure> =>
   tryRun("ip", ["-n", h.b.ns, "link", "set", linkOf(h.b, link), up ? "up" : "down"])
 
@@ -156,6 +190,8 @@ const TABLE = "tent_soak"
 /**
  * Drops `percent` % of the packets, at random (nftables `numgen random`), in and out of the receiver host's end of
  * rail `rail`; `percent` 0 removes the rule.
+ *
+ * @since 0.1.0
  */
 export const setDrop = (h: Hosts, rail: 0 | 1, percent: number): Effect.Effect<void, HostFailure> => {
   const nft = (...args: ReadonlyArray<string>) => tryRun("ip", ["netns", "exec", h.b.ns, "nft", ...args])
@@ -172,7 +208,11 @@ export const setDrop = (h: Hosts, rail: 0 | 1, percent: number): Effect.Effect<v
   })
 }
 
-/** The soak's namespaces that exist now (for a check that none is left). */
+/**
+ * The soak's namespaces that exist now (for a check that none is left).
+ *
+ * @since 0.1.0
+ */
 export const present = (): ReadonlyArray<string> =>
   (spawnSync("ip", ["netns", "list"], { encoding: "utf8" }).stdout ?? "")
     .split("\n")

@@ -28,7 +28,11 @@ const nodeArgs = (file: string): ReadonlyArray<string> => {
   ]
 }
 
-/** A running child. */
+/**
+ * A running child.
+ *
+ * @since 0.1.0
+ */
 export interface Child {
   readonly pid: number
   /** Its ready line. */
@@ -142,12 +146,18 @@ const stop = async (p: ChildProcess): Promise<void> => {
   await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))])
 }
 
-/** Every child pid not yet reaped (a last-resort exit hook kills them). */
+/**
+ * Every child pid not yet reaped (a last-resort exit hook kills them).
+ *
+ * @since 0.1.0
+ */
 export const live = new Set<number>()
 
 /**
  * Starts `file` (`node`: the soak's node; or an absolute path) in namespace `ns` with `options` as its argument;
  * stopped when the scope closes.
+ *
+ * @since 0.1.0
  */
 export const spawnIn = (
   ns: string,

@@ -6,7 +6,11 @@
  * @since 0.1.0
  */
 
-/** A fault the kernel or a signal makes (never the engine's own hooks). */
+/**
+ * A fault the kernel or a signal makes (never the engine's own hooks).
+ *
+ * @since 0.1.0
+ */
 export type Fault =
   | { readonly kind: "railDown"; readonly rail: 0 | 1 }
   | { readonly kind: "railDrop"; readonly rail: 0 | 1; readonly percent: number }
@@ -14,14 +18,22 @@ export type Fault =
   | { readonly kind: "freeze" }
   | { readonly kind: "restart" }
 
-/** One scheduled fault. */
+/**
+ * One scheduled fault.
+ *
+ * @since 0.1.0
+ */
 export interface Scheduled {
   readonly fault: Fault
   readonly atMs: number
   readonly forMs: number
 }
 
-/** A seeded generator of floats in [0, 1) (mulberry32). */
+/**
+ * A seeded generator of floats in [0, 1) (mulberry32).
+ *
+ * @since 0.1.0
+ */
 export const random = (seed: number): (() => number) => {
   let a = seed >>> 0
   return () => {
@@ -33,20 +45,36 @@ export const random = (seed: number): (() => number) => {
   }
 }
 
-/** How long faults and the gaps between them last. */
+/**
+ * How long faults and the gaps between them last.
+ *
+ * @since 0.1.0
+ */
 export interface Pace {
   readonly faultMs: readonly [number, number]
   readonly gapMs: readonly [number, number]
 }
 
-/** `--quick`'s pace: faults of 1.5–3.5 s, 2–4 s apart. */
+/**
+ * `--quick`'s pace: faults of 1.5–3.5 s, 2–4 s apart.
+ *
+ * @since 0.1.0
+ */
 export const quickPace: Pace = { faultMs: [1500, 3500], gapMs: [2000, 4000] }
-/** The full run's pace: faults of 3–12 s, 5–15 s apart. */
+/**
+ * The full run's pace: faults of 3–12 s, 5–15 s apart.
+ *
+ * @since 0.1.0
+ */
 export const fullPace: Pace = { faultMs: [3000, 12_000], gapMs: [5000, 15_000] }
 
 const kinds = ["railDown", "railDrop", "controlDown", "freeze", "restart"] as const
 
-/** Faults from `startMs` until `untilMs` (a fault starts only if it ends before then). */
+/**
+ * Faults from `startMs` until `untilMs` (a fault starts only if it ends before then).
+ *
+ * @since 0.1.0
+ */
 export const schedule = (seed: number, startMs: number, untilMs: number, pace: Pace): ReadonlyArray<Scheduled> => {
   const next = random(seed)
   const between = ([lo, hi]: readonly [number, number]) => Math.round(lo + next() * (hi - lo))
@@ -77,7 +105,11 @@ export const schedule = (seed: number, startMs: number, untilMs: number, pace: P
   return out
 }
 
-/** A fault in words, and what it stands for. */
+/**
+ * A fault in words, and what it stands for.
+ *
+ * @since 0.1.0
+ */
 export const describeFault = (f: Fault): string => {
   switch (f.kind) {
     case "railDown":

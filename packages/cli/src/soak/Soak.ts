@@ -17,7 +17,11 @@ import * as Hosts from "./Hosts.js"
 import { type Child, ChildFailure, spawnIn } from "./Process.js"
 import { describeFault, type Scheduled } from "./Schedule.js"
 
-/** What one arm is asked to do. */
+/**
+ * What one arm is asked to do.
+ *
+ * @since 0.1.0
+ */
 export interface ArmPlan {
   readonly arm: "legacy" | "series"
   readonly count: number
@@ -36,7 +40,11 @@ export interface ArmPlan {
   readonly duplicateSeq?: number | undefined
 }
 
-/** What one arm measured. */
+/**
+ * What one arm measured.
+ *
+ * @since 0.1.0
+ */
 export interface ArmResult {
   readonly arm: "legacy" | "series"
   readonly sent: number
@@ -45,7 +53,11 @@ export interface ArmResult {
   readonly elapsedS: number
 }
 
-/** What the live line shows. */
+/**
+ * What the live line shows.
+ *
+ * @since 0.1.0
+ */
 export interface ArmLive {
   readonly report: (phase: string, sent: number, received: number) => void
 }
@@ -77,7 +89,11 @@ const lineCount = (path: string) => {
   return n
 }
 
-/** Runs one arm. */
+/**
+ * Runs one arm.
+ *
+ * @since 0.1.0
+ */
 export const runArm = (plan: ArmPlan, live: ArmLive): Effect.Effect<ArmResult, ChildFailure | Hosts.HostFailure> =>
   Effect.scoped(
     Effect.gen(function* () {
