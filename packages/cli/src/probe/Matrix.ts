@@ -324,6 +324,7 @@ const rowResult = (entry: Entry, arm: Arm, plan: Plan, live: RowLive): Effect.Ef
           count: plan.count,
           everyMs: 5,
           settleMs: plan.quick ? 30_000 : 60_000,
+          stallMs: plan.stallMs,
           report: live.report
         }),
         (r): RowResult => ({

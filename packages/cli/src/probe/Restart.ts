@@ -92,6 +92,8 @@ export const restartRow = (options: {
   readonly count: number
   readonly everyMs: number
   readonly settleMs: number
+  /** A stream that makes no progress this long is stopped (the sender is blocked for good). */
+  readonly stallMs: number
   readonly report: (line: string) => void
 }): Effect.Effect<RestartResult, ChildFailure> =>
   Effect.scoped(
@@ -132,9 +134,21 @@ export const restartRow = (options: {
         return yield* new ChildFailure({ message: `the restarted receiver is ${r2.segment}, not ${target}` })
       }
       options.report(`restart ${arm}: a new receiver on ${target}; the initiator sends on`)
-      yield* waitFor((p) => p.done, count * options.everyMs * 4 + 60_000)
+      // Until the stream ends, or stops moving for `stallMs` (a sender blocked for good: TENT main's full window).
+      let last = -1
+      let movedAt = Date.now()
+      yield* waitFor(
+        (p) => {
+          if (p.attempted !== last) {
+            last = p.attempted
+            movedAt = Date.now()
+          }
+          return p.done || Date.now() - movedAt > options.stallMs
+        },
+        count * options.everyMs * 4 + 60_000
+      )
       options.report(`restart ${arm}: sent; waiting for every accepted notification to end`)
-      const last = yield* waitFor((p) => p.done && p.unreceipted === 0, options.settleMs)
+      const settled = yield* waitFor((p) => p.unreceipted === 0, options.settleMs)
       const full = yield* paced(true)
       const okSeqs = new Set(full.ok as ReadonlyArray<number>)
       const l1 = readLog(join(dir, "r1.log"))
@@ -171,7 +185,7 @@ export const restartRow = (options: {
         note: [
           `old process admitted ${new Set(l1.map((x) => x.seq)).size}, new one ${new Set(l2.map((x) => x.seq)).size}`,
           `longest call ${full.maxCallMs} ms`,
-          last.unreceipted > 0 ? `${last.unreceipted} still awaiting a receipt at the end` : undefined,
+          settled.unreceipted > 0 ? `${settled.unreceipted} still awaiting a receipt at the end` : undefined,
           receivedAndReported > 0
             ? `${receivedAndReported} admitted by the old process just before it died and reported PeerRestarted (its receipt never left)`
             : undefined,
