@@ -308,7 +308,8 @@ export const runRestart = (arm: ArmName) =>
     const first = yield* spawnChild<{ segment: string }>(fixture("engine-peer.ts"), [peerJson, "all"])
     const target = first.ready.segment
     const a = yield* inProcess(
-      { ...fastFaults, notification: { ...fastFaults.notification, delivery_timeout_ms: 60_000 } },
+      // The deadline is within the wait below, so every accepted notification has ended when the counts are taken.
+      { ...fastFaults, notification: { ...fastFaults.notification, delivery_timeout_ms: 15_000 } },
       armOf(arm)
     )
     const events: Array<Receipts.Undelivered> = []
@@ -339,8 +340,13 @@ export const runRestart = (arm: ArmName) =>
     })
     const got = outcome(ok, a, events)
     expect(seen.count, "nothing stamped for the old incarnation is delivered to the new one").toBe(0)
-    expect(got.undelivered, "every notification the old process took unpolled is reported").toBeGreaterThanOrEqual(30)
-    expect(got.reasons.every((x) => x === "PeerRestarted")).toBe(true)
+    const text = new TextDecoder()
+    const unpolled = events.filter((u) => text.decode(u.name).startsWith("b"))
+    expect(unpolled.length, "every notification the old process took unpolled is reported").toBe(30)
+    expect(unpolled.every((u) => u.reason === "PeerRestarted")).toBe(true)
+    // Those sent around the restart end PeerRestarted (stamped before the new incarnation was known) or, at worst,
+    // Timeout: never in silence.
+    expect(got.reasons.every((x) => x === "PeerRestarted" || x === "Timeout")).toBe(true)
     expect(got.receipted + got.undelivered, "silent = ok - receipted - undelivered = 0").toBe(ok)
     // Upper bound with a wide margin: the call returns once accepted (the rule: never a control-plane timeout).
     expect(slowest).toBeLessThan(5000)
