@@ -22,7 +22,7 @@ import type { ConfigError } from "effect/ConfigError"
 import { Dedup } from "./Dedup.js"
 import * as Diagnostics from "./Diagnostics.js"
 import * as EngineConfig from "./EngineConfig.js"
-import { EndpointUnavailable, NotificationNotSupported, SegmentNotFound } from "./Errors.js"
+import { NotificationNotSupported, SegmentNotFound } from "./Errors.js"
 import * as Delivery from "./internal/Delivery.js"
 import * as Ledger from "./internal/Ledger.js"
 import * as LocalSegment from "./internal/LocalSegment.js"
@@ -232,11 +232,10 @@ export const make = Effect.gen(function* () {
   // bytes. (The notify QP stamps in its slot.)
   const stamped = (segment: string, n: Notification): Notification => {
     if (n.stamp !== undefined) return n
-    const proto = rdma?.peerProto(segment) ?? 0
     // To a peer with receipts only the ledger stamps (its seqs are dense per destination); a copy that goes outside it
     // is unstamped: delivered at most once, as it is never sent again.
-    if (receipts.capable(proto) || receipts.known(segment)) return n
-    const stamp = dedup.stamp(proto)
+    if (receipted(segment)) return n
+    const stamp = dedup.stamp(rdma?.peerProto(segment) ?? 0)
     return stamp === undefined ? n : { ...n, stamp }
   }
 
@@ -295,19 +294,10 @@ export const make = Effect.gen(function* () {
   // endpoint, a free slot), then accepted by the ledger, whose worker sends it over the control plane: the call never
   // waits out a control-plane timeout, and the outcome arrives as a receipt or an `Undelivered`.
   const acceptWithin = receipts.settings.acceptWithinMs
-  const receipted = (name: string): boolean =>
-    receipts.enabled && (receipts.known(name) || receipts.capable(rdma?.peerProto(name) ?? 0))
+  const receipted = (name: string): boolean => receipts.known(name) || receipts.capable(rdma?.peerProto(name) ?? 0)
   const toLedger = (name: string, n: Notification): Effect.Effect<void, SendNotificationError> =>
     Effect.suspend(() =>
-      receipts.accept(name, n, false) === undefined
-        ? Effect.fail(
-            new EndpointUnavailable({
-              segment: name,
-              peerNicPath: "",
-              message: `notification/max_unreceipted notifications to ${name} await a receipt already: not accepted`
-            })
-          )
-        : Effect.void
+      receipts.accept(name, n, false) === undefined ? Effect.fail(Ledger.ledgerFull(name, "")) : Effect.void
     )
   const sendReceipted = (name: string, n: Notification, rc: number): Effect.Effect<void, SendNotificationError> =>
     rdma === undefined || rc === RdmaTransport.TOO_LARGE
@@ -342,8 +332,7 @@ export const make = Effect.gen(function* () {
       }
       // To a peer with receipts, a route that skips the notify QP (larger than a slot): the ledger's worker carries it
       // over the control plane. (A notification that comes with a stamp of the caller's goes as the caller stamped it.)
-      if (rdma !== undefined && n.stamp === undefined && receipts.capable(rdma.peerProto(name)))
-        return toLedger(name, n)
+      if (rdma !== undefined && n.stamp === undefined && receipted(name)) return toLedger(name, n)
       return sendVia(order, 0, name, n)
     })
   const trySendNotification = (name: string, n: Notification): boolean =>

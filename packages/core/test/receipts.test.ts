@@ -67,6 +67,8 @@ describe("the ledger", () => {
     l.onIncarnation("B", 2n)
     expect(got.map((u) => u.reason)).toEqual(["PeerRestarted", "PeerRestarted", "PeerRestarted"])
     expect(got.map((u) => u.stamp?.seq)).toEqual([3n, 4n, 5n])
+    expect(l.counters.undeliveredTotal).toBe(3)
+    expect(l.counters.unreceipted).toBe(0)
     expect(l.accept("B", n(9), true)).toMatchObject({ session: 7n, seq: 1n, epoch: 2n })
   })
 

@@ -165,16 +165,13 @@ const program = Effect.gen(function* () {
               t.outcome === "sent" ? `${t.local_nic}→${t.peer_nic}` : undefined
             ),
             fallbacksVia: counterSeries("tent_fallbacks_total", (t) => `${t.from}→${t.to}`),
-            undelivered: Object.values(diagnostics.counters.receipts?.undelivered ?? {}).reduce((a, b) => a + b, 0),
+            undelivered: diagnostics.counters.receipts?.undeliveredTotal ?? 0,
             undeliveredBy: Object.fromEntries(
               Object.entries(diagnostics.counters.receipts?.undelivered ?? {}).filter(([, n]) => n > 0)
             ),
             ledgerSent: diagnostics.counters.receipts?.resent ?? 0,
             rebuilt: rdma.rebuilt,
-            unreceipted:
-              (diagnostics.counters.receipts?.accepted ?? 0) -
-              (diagnostics.counters.receipts?.receipted ?? 0) -
-              Object.values(diagnostics.counters.receipts?.undelivered ?? {}).reduce((a, b) => a + b, 0)
+            unreceipted: diagnostics.counters.receipts?.unreceipted ?? 0
           }
         case "counts":
           return {
@@ -432,8 +429,6 @@ const program = Effect.gen(function* () {
           return { ok: true }
         }
         case "pacedResult": {
-          const r = diagnostics.counters.receipts
-          const ended = r === undefined ? 0 : r.receipted + Object.values(r.undelivered).reduce((a, b) => a + b, 0)
           return {
             done: paced.done,
             attempted: paced.ok.length + paced.failed,
@@ -441,7 +436,7 @@ const program = Effect.gen(function* () {
             failed: paced.failed,
             maxCallMs: Math.round(paced.maxCallMs),
             undelivered: undelivered,
-            unreceipted: r === undefined ? 0 : r.accepted - ended,
+            unreceipted: diagnostics.counters.receipts?.unreceipted ?? 0,
             rdmaSent: rdma.sent,
             rebuilt: rdma.rebuilt
           }

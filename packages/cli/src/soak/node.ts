@@ -182,8 +182,6 @@ const program = Effect.gen(function* () {
           return { ok: true }
         }
         case "progress": {
-          const r = diagnostics.counters.receipts
-          const ended = r === undefined ? 0 : r.receipted + Object.values(r.undelivered).reduce((a, b) => a + b, 0)
           let ok = 0
           let failed = 0
           for (const c of calls) if (c.end >= 0) c.ok ? ok++ : failed++
@@ -194,7 +192,7 @@ const program = Effect.gen(function* () {
             inFlight: state.inFlight,
             done: state.done,
             undelivered: undelivered.length,
-            unreceipted: r === undefined ? 0 : r.accepted - ended,
+            unreceipted: diagnostics.counters.receipts?.unreceipted ?? 0,
             rdmaSent: rdma.sent
           }
         }

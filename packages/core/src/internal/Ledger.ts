@@ -16,6 +16,7 @@
 import type { Notification, NotificationStamp } from "@tent/rpc"
 import { Context, Effect, Layer, PubSub } from "effect"
 import { Dedup } from "../Dedup.js"
+import { EndpointUnavailable } from "../Errors.js"
 import * as Metrics from "../Metrics.js"
 import { PROTO, Receipts, type ReceiptsShape, Undelivered, type UndeliveredReason } from "../Receipts.js"
 
@@ -87,6 +88,10 @@ export interface ReceiptCounters {
   refusedStale: number
   /** New incarnations of peers seen. */
   peerRestarts: number
+  /** Undelivered events in all (the sum of {@link undelivered}). */
+  readonly undeliveredTotal: number
+  /** Accepted notifications still awaiting a receipt or an `Undelivered`, over every destination. */
+  readonly unreceipted: number
 }
 
 /**
@@ -108,18 +113,8 @@ const MAX_TRACKED_SEQ = Number.MAX_SAFE_INTEGER
 
 /** Both sides of the receipts. */
 export class Ledger {
-  readonly counters: ReceiptCounters = {
-    accepted: 0,
-    receipted: 0,
-    undelivered: { PeerRestarted: 0, Timeout: 0, NotResendable: 0, Rejected: 0, Unconfirmed: 0 },
-    resent: 0,
-    acksSent: 0,
-    acksReceived: 0,
-    acksStale: 0,
-    refusedStale: 0,
-    peerRestarts: 0
-  }
   readonly destinations = new Map<string, Destination>()
+  readonly counters: ReceiptCounters = Ledger.makeCounters(this.destinations)
   /** Whether receipts are in use: the seam is on and the dedup seam stamps (a session). */
   readonly enabled: boolean
   readonly incarnation: bigint
@@ -354,16 +349,34 @@ export class Ledger {
     }
   }
 
-  /** Entries awaiting a receipt, over every destination. */
-  get unreceipted(): number {
-    let n = 0
-    for (const d of this.destinations.values()) n += d.live
-    return n
-  }
-
   // -------------------------------------------------------------------------------------------------------------------
   // Receiver
   // -------------------------------------------------------------------------------------------------------------------
+
+  /** Live counters; the totals are read off the live state, never kept in step by hand. */
+  private static makeCounters(destinations: ReadonlyMap<string, Destination>): ReceiptCounters {
+    return {
+      accepted: 0,
+      receipted: 0,
+      undelivered: { PeerRestarted: 0, Timeout: 0, NotResendable: 0, Rejected: 0, Unconfirmed: 0 },
+      resent: 0,
+      acksSent: 0,
+      acksReceived: 0,
+      acksStale: 0,
+      refusedStale: 0,
+      peerRestarts: 0,
+      get undeliveredTotal() {
+        let n = 0
+        for (const k in this.undelivered) n += this.undelivered[k as UndeliveredReason]
+        return n
+      },
+      get unreceipted() {
+        let n = 0
+        for (const d of destinations.values()) n += d.live
+        return n
+      }
+    }
+  }
 
   /** A stamp's epoch, judged here: no epoch (any incarnation), this incarnation, or another one (refused). */
   static readonly NO_EPOCH = 0
@@ -464,3 +477,11 @@ export const parseIncarnation = (text: string): bigint => {
   const v = BigInt(text)
   return v < 2n ** 64n ? v : 0n
 }
+
+/** What a send fails with when `segment`'s ledger holds `notification/max_unreceipted` already (nothing accepted). */
+export const ledgerFull = (segment: string, peerNicPath: string): EndpointUnavailable =>
+  new EndpointUnavailable({
+    segment,
+    peerNicPath,
+    message: `notification/max_unreceipted notifications to ${segment} await a receipt already: not accepted`
+  })

@@ -19,7 +19,7 @@ import { PeerHealthPolicy } from "../../PeerHealth.js"
 import { QpRetirement } from "../../QpRetirement.js"
 import { Resend } from "../../Resend.js"
 import { EngineDelivery } from "../Delivery.js"
-import { EngineReceipts } from "../Ledger.js"
+import { EngineReceipts, ledgerFull } from "../Ledger.js"
 import { LEDGER_FULL, NO_SLOT, NOTIFY_SLOT_BYTES, TOO_LARGE } from "../NotifyChannel.js"
 import { EngineAgent, EngineIdentity, ResendQueue } from "../Services.js"
 import { nicPath, parseNicPath } from "./NicPath.js"
@@ -283,15 +283,7 @@ export const make = Effect.gen(function* () {
       if (rc === TOO_LARGE) {
         return Effect.fail(tooLargeOn(n, ep))
       }
-      if (rc === LEDGER_FULL) {
-        return Effect.fail(
-          new EndpointUnavailable({
-            segment: ep.segment,
-            peerNicPath: ep.peerNicPath,
-            message: `notification/max_unreceipted notifications to ${ep.segment} await a receipt already: not accepted`
-          })
-        )
-      }
+      if (rc === LEDGER_FULL) return Effect.fail(ledgerFull(ep.segment, ep.peerNicPath))
       if (rc === NO_SLOT) {
         if (!ep.connected) {
           return Effect.fail(
