@@ -132,8 +132,15 @@ export interface PeerHealthOptions {
   readonly maxAgeMs: number
 }
 
-/** One configuration key of {@link keys} (the shape `EngineConfig.KeySpec` of `@tent/core` merges). */
-export type { KeySpec } from "./internal/keys.js"
+export type {
+  /**
+   * One integer configuration key of {@link keys}: its default, description and accepted values (the shape
+   * `EngineConfig.KeySpec` of `@tent/core` merges).
+   *
+   * @since 0.1.0
+   */
+  KeySpec
+} from "./internal/keys.js"
 
 /**
  * The keys this module reads, with the RFC's defaults ("Configuration added", PR 4).
@@ -395,6 +402,18 @@ export const guard = (health: PeerHealthShape): RpcAgent.CallGuard => ({ admit: 
 
 /**
  * The record with the given settings; unspecified ones take the RFC's {@link defaults}.
+ *
+ * @example
+ * ```ts
+ * import { PeerHealth } from "@tent/health"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function* () {
+ *   const health = yield* PeerHealth.PeerHealth
+ *   return health.unreachable("127.0.0.1:7000")
+ * })
+ * console.log(Effect.runSync(program.pipe(Effect.provide(PeerHealth.layer()))))
+ * ```
  *
  * @since 0.1.0
  */

@@ -104,8 +104,15 @@ export interface RailHealthOptions {
   readonly maxCooldownSecs: number
 }
 
-/** One configuration key of {@link keys} (the shape `EngineConfig.KeySpec` of `@tent/core` merges). */
-export type { KeySpec } from "./internal/keys.js"
+export type {
+  /**
+   * One integer configuration key of {@link keys}: its default, description and accepted values (the shape
+   * `EngineConfig.KeySpec` of `@tent/core` merges).
+   *
+   * @since 0.1.0
+   */
+  KeySpec
+} from "./internal/keys.js"
 
 /**
  * The keys this module reads, with TENT's defaults from `rail_monitor.h` (`error_threshold_ = 3`,
