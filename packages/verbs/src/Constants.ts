@@ -40,7 +40,11 @@ export const QpType = { RC: 2, UC: 3, UD: 4 } as const
  */
 export type QpType = (typeof QpType)[keyof typeof QpType]
 
-/** `enum ibv_qp_attr_mask`. */
+/**
+ * `enum ibv_qp_attr_mask`.
+ *
+ * @since 0.1.0
+ */
 export const QpAttrMask = {
   STATE: 1 << 0,
   CUR_STATE: 1 << 1,
@@ -106,10 +110,18 @@ export const WrOpcode = {
  */
 export type WrOpcode = (typeof WrOpcode)[keyof typeof WrOpcode]
 
-/** `enum ibv_send_flags`. */
+/**
+ * `enum ibv_send_flags`.
+ *
+ * @since 0.1.0
+ */
 export const SendFlags = { FENCE: 1, SIGNALED: 2, SOLICITED: 4, INLINE: 8 } as const
 
-/** `enum ibv_access_flags`. */
+/**
+ * `enum ibv_access_flags`.
+ *
+ * @since 0.1.0
+ */
 export const AccessFlags = {
   LOCAL_WRITE: 1,
   REMOTE_WRITE: 2,
@@ -191,7 +203,11 @@ export const WcOpcode = {
  */
 export type WcOpcode = (typeof WcOpcode)[keyof typeof WcOpcode]
 
-/** `enum ibv_wc_flags`. */
+/**
+ * `enum ibv_wc_flags`.
+ *
+ * @since 0.1.0
+ */
 export const WcFlags = { GRH: 1, WITH_IMM: 2, IP_CSUM_OK: 4, WITH_INV: 8 } as const
 
 /**
@@ -241,12 +257,18 @@ export const EventType = {
  */
 export type EventType = (typeof EventType)[keyof typeof EventType]
 
-/** `IBV_LINK_LAYER_*` as reported in `ibv_port_attr.link_layer`. */
+/**
+ * `IBV_LINK_LAYER_*` as reported in `ibv_port_attr.link_layer`.
+ *
+ * @since 0.1.0
+ */
 export const LinkLayer = { UNSPECIFIED: 0, INFINIBAND: 1, ETHERNET: 2 } as const
 
 /**
  * The InfiniBand RNR NAK timer encoding (IBA table 45): `min_rnr_timer` → milliseconds the requester waits before it
  * retries after a Receiver-Not-Ready NAK. 0 encodes the longest delay, 655.36 ms.
+ *
+ * @since 0.1.0
  */
 export const RNR_TIMER_MS: ReadonlyArray<number> = [
   655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.32, 0.48, 0.64, 0.96, 1.28, 1.92, 2.56, 3.84, 5.12,
@@ -260,10 +282,18 @@ export const RNR_TIMER_MS: ReadonlyArray<number> = [
  */
 export const ackTimeoutMs = (timeout: number): number => (timeout === 0 ? 0 : 0.004096 * 2 ** timeout)
 
-/** `rnr_retry` 7 means "retry forever". */
+/**
+ * `rnr_retry` 7 means "retry forever".
+ *
+ * @since 0.1.0
+ */
 export const RNR_RETRY_INFINITE = 7
 
-/** Linux errno values the verbs calls return. */
+/**
+ * Linux errno values the verbs calls return.
+ *
+ * @since 0.1.0
+ */
 export const Errno = {
   EPERM: 1,
   ENOENT: 2,

@@ -38,7 +38,45 @@ import {
   type VerbsShape
 } from "./Verbs.js"
 
-export type { HeapTrim, ScavengePacing, SocketBuffers, SoftCounters, SoftDeviceConfig, SoftFaults }
+export type {
+  /**
+   * What setting glibc's trim threshold did: `Set` with the threshold in bytes, or `Left` with the reason the heap was
+   * left as it was.
+   *
+   * @since 0.1.0
+   */
+  HeapTrim,
+  /**
+   * Whether the paced young-generation GCs run: `Paced` every so many bytes of datagrams read, or `Off` and why.
+   *
+   * @since 0.1.0
+   */
+  ScavengePacing,
+  /**
+   * A device's socket buffers: the bytes asked for, and the receive and send sizes the kernel granted.
+   *
+   * @since 0.1.0
+   */
+  SocketBuffers,
+  /**
+   * The counters of a SoftVerbs device (a snapshot from `SoftVerbsControlShape.counters`).
+   *
+   * @since 0.1.0
+   */
+  SoftCounters,
+  /**
+   * A SoftVerbs device's name, where it listens (`host:port`) and the socket buffer size it asks for.
+   *
+   * @since 0.1.0
+   */
+  SoftDeviceConfig,
+  /**
+   * Packet loss and delay to inject, device-wide or towards and from one peer device.
+   *
+   * @since 0.1.0
+   */
+  SoftFaults
+}
 
 /**
  * Limits of a SoftVerbs device (what `ibv_query_device` would report).
@@ -390,6 +428,24 @@ export const make = (
 
 /**
  * The SoftVerbs provider as a Layer: `Verbs` and `SoftVerbsControl`.
+ *
+ * @example
+ * ```ts
+ * import { gidToString, SoftVerbs, Verbs } from "@tent/verbs"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function* () {
+ *   const verbs = yield* Verbs
+ *   const context = yield* verbs.openDevice("soft0")
+ *   const port = yield* context.queryPort(1)
+ *   const gid = yield* context.queryGid(1, 0)
+ *   console.log(context.device.name, port.state, gidToString(gid))
+ * })
+ *
+ * // One device, a UDP socket on a free port of the loopback; it closes with the scope.
+ * const devices = [{ name: "soft0", host: "127.0.0.1" }]
+ * Effect.runPromise(program.pipe(Effect.scoped, Effect.provide(SoftVerbs.layer({ devices }))))
+ * ```
  *
  * @since 0.1.0
  */

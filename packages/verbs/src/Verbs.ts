@@ -204,22 +204,90 @@ export interface RecvWr {
  * @since 0.1.0
  */
 export class WorkCompletion {
+  /**
+   * `wr_id`: the id the caller gave the work request that completed.
+   *
+   * @since 0.1.0
+   */
   wrId = 0
+  /**
+   * `status`: `WcStatus.SUCCESS`, or why the work request failed (`wcStatusName` names it).
+   *
+   * @since 0.1.0
+   */
   status: WcStatus = 0
+  /**
+   * `opcode`: the operation that completed (a `WcOpcode`).
+   *
+   * @since 0.1.0
+   */
   opcode: WcOpcode = 0
+  /**
+   * `vendor_err`: the provider's own error syndrome for a failed completion.
+   *
+   * @since 0.1.0
+   */
   vendorErr = 0
+  /**
+   * `byte_len`: the bytes received, for a receive completion.
+   *
+   * @since 0.1.0
+   */
   byteLen = 0
-  /** Immediate data (host order) when `wcFlags & WcFlags.WITH_IMM`. */
+  /**
+   * Immediate data (host order) when `wcFlags & WcFlags.WITH_IMM`.
+   *
+   * @since 0.1.0
+   */
   immData = 0
+  /**
+   * `qp_num`: the number of the local QP the work request was posted to.
+   *
+   * @since 0.1.0
+   */
   qpNum = 0
+  /**
+   * `src_qp`: the remote QP number (meaningful on UD QPs).
+   *
+   * @since 0.1.0
+   */
   srcQp = 0
+  /**
+   * `wc_flags`: `WcFlags` bits (immediate data present, GRH present, ...).
+   *
+   * @since 0.1.0
+   */
   wcFlags = 0
+  /**
+   * `pkey_index`: the P_Key index (GSI QPs only).
+   *
+   * @since 0.1.0
+   */
   pkeyIndex = 0
+  /**
+   * `slid`: the source LID (UD QPs).
+   *
+   * @since 0.1.0
+   */
   slid = 0
+  /**
+   * `sl`: the service level (UD QPs).
+   *
+   * @since 0.1.0
+   */
   sl = 0
+  /**
+   * `dlid_path_bits`: the destination LID path bits (UD QPs).
+   *
+   * @since 0.1.0
+   */
   dlidPathBits = 0
 
-  /** `n` fresh completions, for a poller to reuse. */
+  /**
+   * `n` fresh completions, for a poller to reuse.
+   *
+   * @since 0.1.0
+   */
   static array(n: number): Array<WorkCompletion> {
     return Array.from({ length: n }, () => new WorkCompletion())
   }
