@@ -3,7 +3,7 @@
  * (the IPv4 address each SoftVerbs device's UDP socket binds, `soft0=10.0.0.1,soft1=10.0.1.1`). A device without an
  * entry binds the control plane's host when that is one IPv4 address, else 127.0.0.1. So two nodes in two network
  * namespaces talk over veth pairs: each device on its own link (a rail), the control plane on another. No parser is
- * loaded here (`Argv.ts` and the soak's child nodes read it).
+ * loaded here (`NodeOptions.ts` and the soak's child nodes read it).
  *
  * @since 0.1.0
  */

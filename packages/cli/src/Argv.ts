@@ -1,81 +1,17 @@
 /**
- * The command line without the parser: what the options every node command shares mean ({@link NodeOptions}, the
- * default SoftVerbs devices, the configuration source), and {@link readHot}, an exact reader of the common forms of
- * `tent send` and `tent devices`, the two commands whose start time matters, so that they run without loading
- * @effect/cli. It reads only what it fully understands and leaves anything else (a typo, `--help`, `--provider=soft`,
- * an option after a positional argument, a missing file) to the parser, which gives its usual answer or error; a test
- * runs both on the same argument lists and requires the same result wherever this reader gives one.
+ * The command line without the parser: {@link readHot}, an exact reader of the common forms of `tent send` and
+ * `tent devices`, the two commands whose start time matters, so that they run without loading @effect/cli. What their
+ * shared options mean is in `NodeOptions.ts`; of `Options.ts`, the parser's side, only types are taken here. It reads
+ * only what it fully understands and leaves anything else (a typo, `--help`, `--provider=soft`, an option after a
+ * positional argument, a missing file) to the parser, which gives its usual answer or error; a test runs both on the
+ * same argument lists and requires the same result wherever this reader gives one.
  *
  * @since 0.1.0
  */
 import { statSync } from "node:fs"
-import type { EngineConfig } from "@tent/core"
 import * as Option from "effect/Option"
-import { type AddressOptions, controlHost } from "./Addresses.js"
-import type { DevicesOptions } from "./commands/Devices.js"
-import type { SendOptions } from "./commands/Send.js"
-
-/**
- * The SoftVerbs devices a node opens unless `--soft-devices` or `TENT_SOFT_DEVICES` says otherwise.
- *
- * @since 0.1.0
- */
-export const defaultSoftDevices = ["soft0", "soft1"] as const
-
-/**
- * `--provider`'s choices, the default first.
- *
- * @since 0.1.0
- */
-export const providers = ["soft", "ibverbs"] as const
-
-/**
- * `--arm`'s choices, the default first.
- *
- * @since 0.1.0
- */
-export const arms = ["series", "legacy"] as const
-
-/**
- * What the options every node command shares (`--config`, `--provider`, `--arm`, `--soft-devices`, and where it
- * binds: `--host`, `--device-hosts`) parse to.
- *
- * @since 0.1.0
- */
-export interface NodeOptions extends AddressOptions {
-  readonly config: Option.Option<string>
-  readonly provider: (typeof providers)[number]
-  readonly arm: (typeof arms)[number]
-  readonly softDevices: Option.Option<string>
-}
-
-/**
- * The SoftVerbs device names of these options.
- *
- * @since 0.1.0
- */
-export const softDeviceNames = (o: Pick<NodeOptions, "softDevices">): ReadonlyArray<string> => {
-  const text = Option.getOrElse(o.softDevices, () => process.env.TENT_SOFT_DEVICES ?? defaultSoftDevices.join(","))
-  return text
-    .split(",")
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0)
-}
-
-/**
- * The configuration source of these options: the file (if any) and this process's environment; `--host` sets
- * `rpc_server_hostname` over both (as `RPC_SERVER_HOSTNAME` would).
- *
- * @since 0.1.0
- */
-export const configSource = (o: Pick<NodeOptions, "config" | "host">): EngineConfig.ConfigSource => {
-  const host = controlHost(o)
-  const env = host === undefined ? process.env : { ...process.env, RPC_SERVER_HOSTNAME: host }
-  return Option.match(o.config, {
-    onNone: () => ({ env }),
-    onSome: (file) => ({ file, env })
-  })
-}
+import { arms, type NodeOptions, providers } from "./NodeOptions.js"
+import type { DevicesOptions, SendOptions } from "./Options.js"
 
 /**
  * A command line {@link readHot} read: the command and its options, as the parser would have given them.

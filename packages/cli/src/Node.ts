@@ -14,35 +14,35 @@ import { parseAddress } from "@tent/rpc"
 import { Ibverbs, SoftVerbs, type Verbs } from "@tent/verbs"
 import { type ConfigError, Context, Effect, Layer, type Scope } from "effect"
 import { deviceAddresses } from "./Addresses.js"
-import { configSource, type NodeOptions, softDeviceNames } from "./Argv.js"
+import { configSource, type NodeOptions, softDeviceNames } from "./NodeOptions.js"
 import { UsageFailure } from "./Render.js"
 
 export {
   /**
-   * The configuration source of these options: the file (if any) and this process's environment (re-exported from `Argv`).
+   * The configuration source of these options: the file (if any) and this process's environment (re-exported from `NodeOptions`).
    *
    * @since 0.1.0
    */
   configSource,
   /**
-   * The SoftVerbs devices a node opens unless `--soft-devices` or `TENT_SOFT_DEVICES` says otherwise (re-exported from `Argv`).
+   * The SoftVerbs devices a node opens unless `--soft-devices` or `TENT_SOFT_DEVICES` says otherwise (re-exported from `NodeOptions`).
    *
    * @since 0.1.0
    */
   defaultSoftDevices,
   /**
-   * What the options every node command shares parse to (re-exported from `Argv`).
+   * What the options every node command shares parse to (re-exported from `NodeOptions`).
    *
    * @since 0.1.0
    */
   type NodeOptions,
   /**
-   * The SoftVerbs device names of these options (re-exported from `Argv`).
+   * The SoftVerbs device names of these options (re-exported from `NodeOptions`).
    *
    * @since 0.1.0
    */
   softDeviceNames
-} from "./Argv.js"
+} from "./NodeOptions.js"
 
 /**
  * The verbs provider of these options. SoftVerbs devices bind `--device-hosts`' addresses, else the control plane's

@@ -5,7 +5,7 @@
  */
 import { createHash } from "node:crypto"
 import { afterEach, describe, expect, it } from "vitest"
-import { pattern } from "../src/commands/Transfer.js"
+import { pattern } from "../src/commands/run/Transfer.js"
 import { run, start, stopAll } from "./fixtures/cli.js"
 
 afterEach(stopAll)

@@ -42,7 +42,7 @@ describe("usage errors", () => {
   })
 
   it("--notify NAME=MSG keeps everything after the first = as the message", async () => {
-    const { notifyOption } = await import("../src/commands/Transfer.js")
+    const { notifyOption } = await import("../src/Options.js")
     const { Effect } = await import("effect")
     expect(Effect.runSync(notifyOption("done=a=b"))).toEqual({ name: "done", msg: "a=b" })
     expect(Effect.runSync(Effect.either(notifyOption("=x")))._tag).toBe("Left")

@@ -6,45 +6,18 @@
  *
  * @since 0.1.0
  */
-import { Args, Command, Options } from "@effect/cli"
+import { Command } from "@effect/cli"
+import { type BenchOptions, benchOptions } from "../Options.js"
 import { lazy } from "../Render.js"
 
-/** Each suite and the package that holds it. */
-export const suites = { verbs: "verbs", rpc: "rpc", engine: "core", receipts: "core", cli: "cli" } as const
-
-export const options = {
-  suite: Args.choice([
-    ["verbs", "verbs"],
-    ["rpc", "rpc"],
-    ["engine", "engine"],
-    ["receipts", "receipts"],
-    ["cli", "cli"],
-    ["all", "all"]
-  ] as const).pipe(
-    Args.withDescription(
-      "the suite to run (all = verbs, rpc, engine; cli measures the built command: run `pnpm build` first)"
-    ),
-    Args.withDefault("all" as const)
-  ),
-  scale: Options.boolean("scale").pipe(
-    Options.withDescription(
-      "with engine: only the scale suite (packages/core/bench/scale.ts): one-way latency and msgs/s from one engine to 1, 8, 64 and 256 peer engines, and memory per idle endpoint, with lazy and TENT notify slots"
-    )
-  ),
-  quick: Options.boolean("quick").pipe(Options.withDescription("fewer iterations (about 30 s per suite)")),
-  json: Options.boolean("json").pipe(
-    Options.withDescription(
-      'one JSON object per suite on stdout: {"suite","results":[{name,unit,value,better,floor,ratio}]}'
-    )
-  )
-}
-
-/** What `tent bench`'s arguments parse to. */
-export type BenchOptions = Command.Command.ParseConfig<typeof options>
-
+/**
+ * The `tent bench` command; its options are `Options.benchOptions`.
+ *
+ * @since 0.1.0
+ */
 export const command = Command.make(
   "bench",
-  options,
+  benchOptions,
   lazy(
     "bench",
     () => import("./run/Bench.js"),

@@ -6,20 +6,18 @@
  *
  * @since 0.1.0
  */
-import { Command, Options } from "@effect/cli"
-import { nodeOptions } from "../Options.js"
+import { Command } from "@effect/cli"
+import { type DevicesOptions, devicesOptions } from "../Options.js"
 import { lazy } from "../Render.js"
 
-const json = Options.boolean("json").pipe(Options.withDescription("print one JSON object instead of text"))
-
-export const options = { config: nodeOptions.config, softDevices: nodeOptions.softDevices, json }
-
-/** What `tent devices`'s arguments parse to. */
-export type DevicesOptions = Command.Command.ParseConfig<typeof options>
-
+/**
+ * The `tent devices` command; its options are `Options.devicesOptions`.
+ *
+ * @since 0.1.0
+ */
 export const command = Command.make(
   "devices",
-  options,
+  devicesOptions,
   lazy(
     "devices",
     () => import("./run/Devices.js"),

@@ -12,40 +12,18 @@
  *
  * @since 0.1.0
  */
-import { Command, Options } from "@effect/cli"
+import { Command } from "@effect/cli"
+import { type ProbeOptions, probeOptions } from "../Options.js"
 import { lazy } from "../Render.js"
 
-export const options = {
-  arm: Options.choice("arm", ["legacy", "series", "both"]).pipe(
-    Options.withDescription(
-      "legacy = TENT main (Series.legacy); series = the RFC's seven Layers (Series.all); both = the two arms alternating per scenario"
-    ),
-    Options.withDefault("both" as const)
-  ),
-  quick: Options.boolean("quick").pipe(
-    Options.withDescription(
-      "divide the control-plane timeouts (30 s -> 2 s) and the freeze (60 s -> 4 s) by 15, retry counts unchanged, so the matrix runs in minutes; what it changes is printed"
-    )
-  ),
-  json: Options.boolean("json").pipe(
-    Options.withDescription(
-      'print {"rows":[{"scenario":1..6|"recovery"|"storm","freeze":"application"|"host"|null,"arm","sent","ok","failed","notAttempted","inFlightAtFault","closedInFlight","completedWhileFrozen","received","end","unknownQp","duplicates","seconds":[...]}]} on stdout'
-    )
-  ),
-  only: Options.text("only").pipe(
-    Options.withDescription(
-      "comma-separated rows to run: 1-6, recovery, storm (the resend storm: the receiver's notify QP to ERR after every 200 notifications); the frozen peers 4, 5, 6 and recovery as the RFC froze them: the application stopped, its NIC alive), and 4-host, 5-host, 6-host, recovery-host (a SIGSTOP of the whole SoftVerbs process, NIC included); default all"
-    ),
-    Options.optional
-  )
-}
-
-/** What `tent probe`'s arguments parse to. */
-export type ProbeOptions = Command.Command.ParseConfig<typeof options>
-
+/**
+ * The `tent probe` command; its options are `Options.probeOptions`.
+ *
+ * @since 0.1.0
+ */
 export const command = Command.make(
   "probe",
-  options,
+  probeOptions,
   lazy(
     "probe",
     () => import("./run/Probe.js"),

@@ -5,29 +5,18 @@
  *
  * @since 0.1.0
  */
-import { Command, Options } from "@effect/cli"
-import { nodeOptions } from "../Options.js"
+import { Command } from "@effect/cli"
+import { type RecvOptions, recvOptions } from "../Options.js"
 import { lazy } from "../Render.js"
 
-export const options = {
-  ...nodeOptions,
-  count: Options.integer("count").pipe(
-    Options.withDescription("notifications to wait for before exiting"),
-    Options.withDefault(1)
-  ),
-  timeout: Options.float("timeout").pipe(
-    Options.withDescription("seconds to wait for them at most"),
-    Options.withDefault(60)
-  ),
-  json: Options.boolean("json").pipe(Options.withDescription("print JSON lines instead of text"))
-}
-
-/** What `tent recv`'s options parse to. */
-export type RecvOptions = Command.Command.ParseConfig<typeof options>
-
+/**
+ * The `tent recv` command; its options are `Options.recvOptions`.
+ *
+ * @since 0.1.0
+ */
 export const command = Command.make(
   "recv",
-  options,
+  recvOptions,
   lazy(
     "recv",
     () => import("./run/Recv.js"),

@@ -5,27 +5,18 @@
  *
  * @since 0.1.0
  */
-import { Args, Command } from "@effect/cli"
-import { nodeOptions } from "../Options.js"
+import { Command } from "@effect/cli"
+import { type SendOptions, sendOptions } from "../Options.js"
 import { lazy } from "../Render.js"
 
-export const peerArg = Args.text({ name: "PEER" }).pipe(
-  Args.withDescription("the peer's segment name: the host:port `tent serve` printed (for example 127.0.0.1:12001)")
-)
-
-export const options = {
-  ...nodeOptions,
-  peer: peerArg,
-  name: Args.text({ name: "NAME" }).pipe(Args.withDescription("the notification's name")),
-  msg: Args.text({ name: "MSG" }).pipe(Args.withDescription("the notification's message"))
-}
-
-/** What `tent send`'s arguments parse to. */
-export type SendOptions = Command.Command.ParseConfig<typeof options>
-
+/**
+ * The `tent send` command; its options are `Options.sendOptions`.
+ *
+ * @since 0.1.0
+ */
 export const command = Command.make(
   "send",
-  options,
+  sendOptions,
   lazy(
     "send",
     () => import("./run/Send.js"),

@@ -7,34 +7,18 @@
  *
  * @since 0.1.0
  */
-import { Command, Options } from "@effect/cli"
-import { nodeOptions } from "../Options.js"
+import { Command } from "@effect/cli"
+import { type ServeOptions, serveOptions } from "../Options.js"
 import { lazy } from "../Render.js"
 
-export const options = {
-  ...nodeOptions,
-  segmentSize: Options.integer("segment-size").pipe(
-    Options.withDescription("bytes of memory to register as this node's segment (peers WRITE/READ it)"),
-    Options.withDefault(1 << 20)
-  ),
-  digest: Options.boolean("digest").pipe(
-    Options.withDescription("with each notification, print the SHA-256 of the whole segment (to check a transfer)")
-  ),
-  json: Options.boolean("json").pipe(Options.withDescription("print JSON lines instead of text")),
-  metricsPort: Options.integer("metrics-port").pipe(
-    Options.withDescription(
-      "serve the engine's metrics (Prometheus text format) at http://127.0.0.1:N/metrics; turns the export on and overrides metrics/http_port (without it: the config's metrics/enabled, metrics/http_port, metrics/http_host, or TENT_METRICS_ENABLED, TENT_METRICS_HTTP_PORT, TENT_METRICS_HTTP_HOST)"
-    ),
-    Options.optional
-  )
-}
-
-/** What `tent serve`'s arguments parse to. */
-export type ServeOptions = Command.Command.ParseConfig<typeof options>
-
+/**
+ * The `tent serve` command; its options are `Options.serveOptions`.
+ *
+ * @since 0.1.0
+ */
 export const command = Command.make(
   "serve",
-  options,
+  serveOptions,
   lazy(
     "serve",
     () => import("./run/Serve.js"),

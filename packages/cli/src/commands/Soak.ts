@@ -8,46 +8,18 @@
  *
  * @since 0.1.0
  */
-import { Command, Options } from "@effect/cli"
+import { Command } from "@effect/cli"
+import { type SoakOptions, soakOptions } from "../Options.js"
 import { lazy } from "../Render.js"
 
-export const options = {
-  arm: Options.choice("arm", ["legacy", "series", "both"]).pipe(
-    Options.withDescription(
-      "legacy = TENT main (Series.legacy); series = the configured series (Series.fromConfig); both = legacy then series, on the same schedule"
-    ),
-    Options.withDefault("both" as const)
-  ),
-  quick: Options.boolean("quick").pipe(
-    Options.withDescription(
-      "10,000 notifications at 250/s with faults of 1.5-3.5 s and the control-plane timeouts of tent probe --quick (2 s): at most 2 minutes per arm"
-    )
-  ),
-  count: Options.integer("count").pipe(
-    Options.withDescription("notifications per arm (default 100,000; --quick 10,000)"),
-    Options.optional
-  ),
-  rate: Options.integer("rate").pipe(
-    Options.withDescription("notifications per second the sender is paced at (default 500; --quick 250)"),
-    Options.optional
-  ),
-  seed: Options.integer("seed").pipe(
-    Options.withDescription("seed of the fault schedule (default: a new one, printed, so the run can be repeated)"),
-    Options.optional
-  ),
-  json: Options.boolean("json").pipe(
-    Options.withDescription(
-      'print {"seed","count","rate","schedule":[…],"arms":[{"arm","total","quiet","windows":[…]}]} on stdout'
-    )
-  )
-}
-
-/** What `tent soak`'s arguments parse to. */
-export type SoakOptions = Command.Command.ParseConfig<typeof options>
-
+/**
+ * The `tent soak` command; its options are `Options.soakOptions`.
+ *
+ * @since 0.2.0
+ */
 export const command = Command.make(
   "soak",
-  options,
+  soakOptions,
   lazy(
     "soak",
     () => import("./run/Soak.js"),

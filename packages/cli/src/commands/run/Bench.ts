@@ -7,8 +7,11 @@
 import { existsSync } from "node:fs"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { Console, Effect } from "effect"
+import type { BenchOptions } from "../../Options.js"
 import { CliFailure, failWith } from "../../Render.js"
-import { type BenchOptions, suites } from "../Bench.js"
+
+/** Each suite and the package that holds it. */
+export const suites = { verbs: "verbs", rpc: "rpc", engine: "core", receipts: "core", cli: "cli" } as const
 
 /** A figure of a suite, beside the floor measured in the same run. */
 interface BenchResult {

@@ -6,9 +6,9 @@
 import { EngineConfig } from "@tent/core"
 import { Ibverbs } from "@tent/verbs"
 import { Console, Effect, Option } from "effect"
-import { configSource, softDeviceNames } from "../../Argv.js"
+import { configSource, softDeviceNames } from "../../NodeOptions.js"
+import type { DevicesOptions } from "../../Options.js"
 import { describe, failWith } from "../../Render.js"
-import type { DevicesOptions } from "../Devices.js"
 
 export const run = (o: DevicesOptions) =>
   Effect.gen(function* () {

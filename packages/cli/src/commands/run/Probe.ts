@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import { Console, Effect, Option } from "effect"
+import type { ProbeOptions } from "../../Options.js"
 import { live } from "../../probe/Children.js"
 import { explain, type Figures, noFigures, View } from "../../probe/Live.js"
 import {
@@ -22,7 +23,6 @@ import {
   title
 } from "../../probe/Matrix.js"
 import { CliFailure, failWith } from "../../Render.js"
-import type { ProbeOptions } from "../Probe.js"
 
 /** The arms of `--arm both`, in the order they run within a scenario. */
 export const bothArms: ReadonlyArray<Arm> = ["legacy", "series"]

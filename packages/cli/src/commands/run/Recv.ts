@@ -6,8 +6,8 @@
 import { notificationText } from "@tent/rpc"
 import { Console, Effect, Stream } from "effect"
 import { makeEngine } from "../../Node.js"
+import type { RecvOptions } from "../../Options.js"
 import { CliFailure, failWith } from "../../Render.js"
-import type { RecvOptions } from "../Recv.js"
 
 export const run = (o: RecvOptions) =>
   Effect.scoped(

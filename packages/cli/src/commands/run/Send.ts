@@ -7,8 +7,8 @@ import type { Diagnostics } from "@tent/core"
 import { makeNotification } from "@tent/rpc"
 import { Console, Effect } from "effect"
 import { checkPeer, makeNode } from "../../Node.js"
+import type { SendOptions } from "../../Options.js"
 import { CliFailure, failWith } from "../../Render.js"
-import type { SendOptions } from "../Send.js"
 
 /** Waits (at most `ms`) until no notify SEND of this engine is in flight, so leaving does not drop one. */
 export const drained = (diagnostics: Diagnostics.DiagnosticsShape, peer: string, ms = 10_000) =>

@@ -8,8 +8,8 @@ import { MetricsConfig, MetricsExport } from "@tent/core"
 import { notificationText } from "@tent/rpc"
 import { Console, Effect, Layer, Option, Stream } from "effect"
 import { configSource, makeEngine } from "../../Node.js"
+import type { ServeOptions } from "../../Options.js"
 import { failWith, UsageFailure } from "../../Render.js"
-import type { ServeOptions } from "../Serve.js"
 
 const text = (b: Uint8Array) => new TextDecoder("utf-8", { fatal: false }).decode(b)
 

@@ -7,6 +7,7 @@
  * @since 0.1.0
  */
 import { Console, Effect, Option } from "effect"
+import type { SoakOptions } from "../../Options.js"
 import { noFigures, View } from "../../probe/Live.js"
 import { CliFailure, failWith, UsageFailure } from "../../Render.js"
 import type { Figures, WindowFigures } from "../../soak/Accounting.js"
@@ -14,7 +15,6 @@ import * as Hosts from "../../soak/Hosts.js"
 import { live } from "../../soak/Process.js"
 import { describeFault, fullPace, quickPace, schedule } from "../../soak/Schedule.js"
 import { type ArmResult, runArm } from "../../soak/Soak.js"
-import type { SoakOptions } from "../Soak.js"
 
 const figuresLine = (f: Figures) =>
   `${f.calls} calls (${f.ok} ok, ${f.failed} failed, ${f.unfinished} unfinished), ${f.delivered} delivered, ${f.duplicates} duplicates, ${f.undelivered} undelivered, ${f.silent} silent, longest call ${f.longestCallMs} ms, ${f.callsOver1s} over 1 s (sendNotification alone: longest ${f.longestNotifyMs} ms, ${f.notifyCallsOver1s} over 1 s)`
