@@ -17,26 +17,42 @@ import {
 } from "./Errors.js"
 import { BootstrapDesc, Notification, SegmentDesc } from "./Models.js"
 
-/** Exchange endpoint descriptors: the initiator sends its own, the peer replies with the one it accepted. */
+/**
+ * Exchange endpoint descriptors: the initiator sends its own, the peer replies with the one it accepted.
+ *
+ * @since 0.1.0
+ */
 export const Bootstrap = Rpc.make("Bootstrap", {
   payload: BootstrapDesc,
   success: BootstrapDesc,
   error: BootstrapRejected
 })
 
-/** Deliver a notification over the control plane (the fallback path; bytes, not JSON). */
+/**
+ * Deliver a notification over the control plane (the fallback path; bytes, not JSON).
+ *
+ * @since 0.1.0
+ */
 export const Notify = Rpc.make("Notify", {
   payload: Notification,
   error: Schema.Union(NotificationTooLarge, NotificationRefused)
 })
 
-/** Ask a peer for the descriptor of the segment it serves (the peer registry's lookup). */
+/**
+ * Ask a peer for the descriptor of the segment it serves (the peer registry's lookup).
+ *
+ * @since 0.1.0
+ */
 export const GetSegmentDesc = Rpc.make("GetSegmentDesc", {
   success: SegmentDesc,
   error: InvalidEntry
 })
 
-/** Is the peer's control plane answering? Empty request, empty reply. */
+/**
+ * Is the peer's control plane answering? Empty request, empty reply.
+ *
+ * @since 0.1.0
+ */
 export const Probe = Rpc.make("Probe", { success: Schema.Void })
 
 /**
@@ -95,13 +111,21 @@ export type ControlPlaneHandlers = Rpc.ToHandler<ControlPlaneRpcs>
  * registered (`Server.make({ memory })`), with bounds checks.
  */
 
-/** Write `data` into the peer's registered memory at `addr` (TENT `SendData`: 16-byte `{addr, len}` + data). */
+/**
+ * Write `data` into the peer's registered memory at `addr` (TENT `SendData`: 16-byte `{addr, len}` + data).
+ *
+ * @since 0.1.0
+ */
 export const SendData = Rpc.make("SendData", {
   payload: Schema.Struct({ addr: Schema.Number, data: Schema.Uint8ArrayFromSelf }),
   error: Schema.Union(SegmentRangeInvalid, DataTooLarge)
 })
 
-/** Read `length` bytes of the peer's registered memory at `addr` (TENT `RecvData`: 16-byte header, data back). */
+/**
+ * Read `length` bytes of the peer's registered memory at `addr` (TENT `RecvData`: 16-byte header, data back).
+ *
+ * @since 0.1.0
+ */
 export const RecvData = Rpc.make("RecvData", {
   payload: Schema.Struct({ addr: Schema.Number, length: Schema.Number }),
   success: Schema.Uint8ArrayFromSelf,

@@ -9,7 +9,11 @@ import { InvalidEntry, NeedsRefreshCache, TransportFailure } from "./Errors.js"
 import type { SegmentDesc } from "./Models.js"
 import { Registry, type RegistryShape } from "./Registry.js"
 
-/** What to do with an operation's failure against a cached descriptor. */
+/**
+ * What to do with an operation's failure against a cached descriptor.
+ *
+ * @since 0.1.0
+ */
 export type Staleness = "stale" | "keep"
 
 /**
@@ -27,7 +31,11 @@ export interface StaleClassifierShape {
   readonly onRefetchFailure: "refetch" | "original"
 }
 
-/** Classifies failures of operations that ran against a cached descriptor. */
+/**
+ * Classifies failures of operations that ran against a cached descriptor.
+ *
+ * @since 0.1.0
+ */
 export class StaleClassifier extends Context.Tag("@tent/rpc/StaleClassifier")<
   StaleClassifier,
   StaleClassifierShape
@@ -37,6 +45,8 @@ export class StaleClassifier extends Context.Tag("@tent/rpc/StaleClassifier")<
  * TENT `main`: `NeedsRefreshCache`, and any failed control-plane call (it becomes `NeedsRefreshCache` at the
  * `Notify` and `Probe` sites), drop the descriptor and refetch it, even from the peer that just failed to answer;
  * the operation always runs again; a failed refetch reports the refetch's error.
+ *
+ * @since 0.1.0
  */
 export const legacy: StaleClassifierShape = {
   classify: (error) => (error instanceof NeedsRefreshCache || error instanceof TransportFailure ? "stale" : "keep"),
@@ -44,7 +54,11 @@ export const legacy: StaleClassifierShape = {
   onRefetchFailure: "refetch"
 }
 
-/** {@link legacy} as a Layer. */
+/**
+ * {@link legacy} as a Layer.
+ *
+ * @since 0.1.0
+ */
 export const layerLegacy: Layer.Layer<StaleClassifier> = Layer.succeed(StaleClassifier, legacy)
 
 /**
@@ -68,13 +82,21 @@ export interface DescriptorCacheShape {
   ) => Effect.Effect<A, E | InvalidEntry | TransportFailure, R>
 }
 
-/** The descriptor cache of this engine. */
+/**
+ * The descriptor cache of this engine.
+ *
+ * @since 0.1.0
+ */
 export class DescriptorCache extends Context.Tag("@tent/rpc/DescriptorCache")<
   DescriptorCache,
   DescriptorCacheShape
 >() {}
 
-/** TENT's `TENT_SEGMENT_DESC_TTL_MS`: a descriptor older than this is fetched again. */
+/**
+ * TENT's `TENT_SEGMENT_DESC_TTL_MS`: a descriptor older than this is fetched again.
+ *
+ * @since 0.1.0
+ */
 export const DEFAULT_TTL = Duration.hours(1)
 
 /**

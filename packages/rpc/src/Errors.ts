@@ -48,7 +48,7 @@ export class NotificationTooLarge extends Schema.TaggedError<NotificationTooLarg
  * one that answers (`StaleIncarnation`: the process it was meant for is gone, and with it the request state the
  * notification was about). `incarnation` is the answering one's, in decimal.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export class NotificationRefused extends Schema.TaggedError<NotificationRefused>()("NotificationRefused", {
   reason: Schema.Literal("StaleIncarnation"),

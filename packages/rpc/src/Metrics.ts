@@ -71,12 +71,18 @@ export const setPeerLabels = (on: boolean): void => {
  */
 export const peerLabels = (): boolean => peerLabelsOn
 
-/** Peers with series of their own per label set; beyond it, a peer is counted as `peer="other"`. */
+/**
+ * Peers with series of their own per label set; beyond it, a peer is counted as `peer="other"`.
+ *
+ * @since 0.1.0
+ */
 export const MAX_PEER_SERIES = 1024
 
 /**
  * Bucket bounds, in seconds, of the latency histograms (a send-slot wait, a control-plane call): 100 µs to 60 s in a
  * 1–2.5–5 series, so the exported bounds read as plain decimals.
+ *
+ * @since 0.1.0
  */
 export const latencyBoundaries: MetricBoundaries.MetricBoundaries = MetricBoundaries.fromIterable([
   0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60
@@ -100,12 +106,21 @@ export class Series {
     private readonly peerable: boolean
   ) {}
 
-  /** Adds (records) `n`, in the series of `peer` when peer labels are on and the metric takes one. */
+  /**
+   * Adds (records) `n`, in the series of `peer` when peer labels are on and the metric takes one.
+   *
+   * @since 0.1.0
+   */
   update(n: number, peer?: string): void {
     if (peerLabelsOn && this.peerable && peer !== undefined) this.forPeer(peer).update(n)
     else this.hook.update(n)
   }
 
+  /**
+   * The hook of `peer`'s series, made on first use; once `MAX_PEER_SERIES` peers have one, further peers share `other`.
+   *
+   * @internal
+   */
   private forPeer(peer: string): Hook {
     if (this.peers === undefined) this.peers = new Map()
     let hook = this.peers.get(peer)
@@ -130,6 +145,11 @@ export class Series {
  * @since 0.1.0
  */
 export class Family<L extends string, M> {
+  /**
+   * The metric's catalog entry: name, type, labels and help, as the metrics catalog lists it.
+   *
+   * @since 0.1.0
+   */
   readonly entry: CatalogEntry
   private readonly children = new Map<string, Series>()
   constructor(
@@ -147,6 +167,8 @@ export class Family<L extends string, M> {
   /**
    * The series of these label values (in {@link labels}' order), made once and kept: call it where the metric is
    * defined or cache the result, not per increment on a hot path.
+   *
+   * @since 0.1.0
    */
   child(...values: ReadonlyArray<string>): Series {
     if (values.length !== this.labels.length) {
@@ -195,13 +217,25 @@ export const histogram = <L extends string = never>(
   return new Family(key, Metric.fromMetricKey(key), "histogram", labels, help, options?.peer === true)
 }
 
-/** The control-plane methods (the RPC group's tags), bounded: a call to anything else is counted as `other`. */
+/**
+ * The control-plane methods (the RPC group's tags), bounded: a call to anything else is counted as `other`.
+ *
+ * @since 0.1.0
+ */
 export const METHODS = ["Bootstrap", "Notify", "GetSegmentDesc", "Probe", "SendData", "RecvData"] as const
 
-/** `TransportFailure.reason`s. */
+/**
+ * `TransportFailure.reason`s.
+ *
+ * @since 0.1.0
+ */
 export const FAILURE_REASONS = ["Refused", "Closed", "Timeout", "Protocol"] as const
 
-/** Control-plane calls by method and outcome, from the call to its reply or failure (the connect included). */
+/**
+ * Control-plane calls by method and outcome, from the call to its reply or failure (the connect included).
+ *
+ * @since 0.1.0
+ */
 export const callDuration = histogram(
   "tent_rpc_call_duration_seconds",
   "control-plane calls made by this engine, seconds from the call to its reply or failure (connecting included)",
@@ -209,7 +243,11 @@ export const callDuration = histogram(
   ["method", "outcome"]
 )
 
-/** Control-plane calls that failed at transport level, by method and `TransportFailure.reason`. */
+/**
+ * Control-plane calls that failed at transport level, by method and `TransportFailure.reason`.
+ *
+ * @since 0.1.0
+ */
 export const callFailures = counter(
   "tent_rpc_call_failures_total",
   "control-plane calls that failed at transport level (no reply), by TransportFailure reason",
@@ -277,5 +315,9 @@ export const observeCall = (
   } else m.error.update(seconds)
 }
 
-/** This package's metrics. */
+/**
+ * This package's metrics.
+ *
+ * @since 0.1.0
+ */
 export const catalog: ReadonlyArray<CatalogEntry> = [callDuration.entry, callFailures.entry]

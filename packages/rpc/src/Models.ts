@@ -6,10 +6,18 @@
  */
 import { Schema } from "effect"
 
-/** An unsigned 32-bit integer (QP numbers, rkeys). */
+/**
+ * An unsigned 32-bit integer (QP numbers, rkeys).
+ *
+ * @since 0.1.0
+ */
 export const U32 = Schema.Number.pipe(Schema.int(), Schema.between(0, 0xffffffff))
 
-/** A byte offset or length that fits a JS number exactly (virtual addresses of x86-64 and aarch64 do). */
+/**
+ * A byte offset or length that fits a JS number exactly (virtual addresses of x86-64 and aarch64 do).
+ *
+ * @since 0.1.0
+ */
 export const SafeUint = Schema.Number.pipe(Schema.int(), Schema.between(0, Number.MAX_SAFE_INTEGER))
 
 /**
@@ -46,7 +54,11 @@ export const BootstrapDesc = Schema.Struct({
    */
   notify_incarnation: Schema.optional(Schema.String)
 })
-/** A decoded {@link BootstrapDesc}. */
+/**
+ * A decoded {@link BootstrapDesc}.
+ *
+ * @since 0.1.0
+ */
 export type BootstrapDesc = typeof BootstrapDesc.Type
 
 /**
@@ -59,7 +71,11 @@ export const DeviceDesc = Schema.Struct({
   lid: Schema.optionalWith(Schema.Number, { default: () => 0 }),
   gid: Schema.String
 })
-/** A decoded {@link DeviceDesc}. */
+/**
+ * A decoded {@link DeviceDesc}.
+ *
+ * @since 0.1.0
+ */
 export type DeviceDesc = typeof DeviceDesc.Type
 
 /**
@@ -77,7 +93,11 @@ export const BufferDesc = Schema.Struct({
    */
   transports: Schema.optional(Schema.Array(Schema.String))
 })
-/** A decoded {@link BufferDesc}. */
+/**
+ * A decoded {@link BufferDesc}.
+ *
+ * @since 0.1.0
+ */
 export type BufferDesc = typeof BufferDesc.Type
 
 /**
@@ -94,7 +114,11 @@ export const SegmentDesc = Schema.Struct({
   /** The serving engine's incarnation (u64 in decimal) when it offers delivery receipts; absent otherwise. */
   notify_incarnation: Schema.optional(Schema.String)
 })
-/** A decoded {@link SegmentDesc}. */
+/**
+ * A decoded {@link SegmentDesc}.
+ *
+ * @since 0.1.0
+ */
 export type SegmentDesc = typeof SegmentDesc.Type
 
 /**
@@ -113,7 +137,11 @@ export const NotificationStamp = Schema.Struct({
    */
   epoch: Schema.optional(Schema.BigIntFromSelf)
 })
-/** A {@link NotificationStamp}. */
+/**
+ * A {@link NotificationStamp}.
+ *
+ * @since 0.1.0
+ */
 export type NotificationStamp = typeof NotificationStamp.Type
 
 /**
@@ -127,7 +155,11 @@ export const Notification = Schema.Struct({
   msg: Schema.Uint8ArrayFromSelf,
   stamp: Schema.optional(NotificationStamp)
 })
-/** A {@link Notification}. */
+/**
+ * A {@link Notification}.
+ *
+ * @since 0.1.0
+ */
 export type Notification = typeof Notification.Type
 
 const utf8 = new TextEncoder()

@@ -8,16 +8,32 @@
  * @since 0.1.0
  */
 
-/** Bytes of one notify slot (TENT `kNotifyBufferSize`): the largest encoded notification on the notify QP. */
+/**
+ * Bytes of one notify slot (TENT `kNotifyBufferSize`): the largest encoded notification on the notify QP.
+ *
+ * @since 0.1.0
+ */
 export const SLOT_BYTES = 65536
 
-/** The two length prefixes. */
+/**
+ * The two length prefixes.
+ *
+ * @since 0.1.0
+ */
 export const HEADER_BYTES = 8
 
-/** The largest `name.length + msg.length` a slot holds: 65 528. */
+/**
+ * The largest `name.length + msg.length` a slot holds: 65 528.
+ *
+ * @since 0.1.0
+ */
 export const MAX_PAYLOAD = SLOT_BYTES - HEADER_BYTES
 
-/** Why a received payload was rejected (counted or reported by the caller, never thrown). */
+/**
+ * Why a received payload was rejected (counted or reported by the caller, never thrown).
+ *
+ * @since 0.1.0
+ */
 export const Reject = {
   /** `byte_len == 0`: reposted silently in TENT. */
   Empty: 1,
@@ -35,9 +51,29 @@ export const Reject = {
  * @since 0.1.0
  */
 export class DecodedRanges {
+  /**
+   * Offset in the buffer of the first byte of the name.
+   *
+   * @since 0.1.0
+   */
   nameStart = 0
+  /**
+   * Offset in the buffer just past the name.
+   *
+   * @since 0.1.0
+   */
   nameEnd = 0
+  /**
+   * Offset in the buffer of the first byte of the message.
+   *
+   * @since 0.1.0
+   */
   msgStart = 0
+  /**
+   * Offset in the buffer just past the message.
+   *
+   * @since 0.1.0
+   */
   msgEnd = 0
 }
 
@@ -61,6 +97,17 @@ export const encode = (buf: Buffer, offset: number, name: Uint8Array, msg: Uint8
  * Decodes the payload `buf[offset, offset + len)` into `out` as TENT's `handleNotifyRecv` does: bytes after `msg`
  * are ignored (`out.msgEnd` tells where `msg` ends). Returns 0, or a {@link Reject} code. Copy the bytes out before
  * the buffer is reused.
+ *
+ * @example
+ * ```ts
+ * import { NotifyWire } from "@tent/rpc"
+ *
+ * const buf = Buffer.alloc(NotifyWire.SLOT_BYTES)
+ * const len = NotifyWire.encode(buf, 0, Buffer.from("kv-cache"), Buffer.from("layer 3 ready"))
+ * const out = new NotifyWire.DecodedRanges()
+ * assert.strictEqual(NotifyWire.decode(buf, 0, len, out), 0)
+ * assert.strictEqual(buf.toString("utf8", out.msgStart, out.msgEnd), "layer 3 ready")
+ * ```
  *
  * @since 0.1.0
  */

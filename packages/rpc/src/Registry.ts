@@ -31,10 +31,18 @@ export interface RegistryShape {
   readonly deleteSegmentDesc: (name: string) => Effect.Effect<void, TransportFailure>
 }
 
-/** The segment registry of this engine. */
+/**
+ * The segment registry of this engine.
+ *
+ * @since 0.1.0
+ */
 export class Registry extends Context.Tag("@tent/rpc/Registry")<Registry, RegistryShape>() {}
 
-/** The peer registry (TENT's `p2p`, the default): `GetSegmentDesc` sent to the address the name spells. */
+/**
+ * The peer registry (TENT's `p2p`, the default): `GetSegmentDesc` sent to the address the name spells.
+ *
+ * @since 0.1.0
+ */
 export const makePeer: Effect.Effect<RegistryShape, never, RpcAgent> = Effect.map(RpcAgent, (agent) => ({
   kind: "peer" as const,
   getSegmentDesc: (name: string) => agent.getSegmentDesc(name),
@@ -42,7 +50,11 @@ export const makePeer: Effect.Effect<RegistryShape, never, RpcAgent> = Effect.ma
   deleteSegmentDesc: () => Effect.void
 }))
 
-/** The peer registry as a Layer. */
+/**
+ * The peer registry as a Layer.
+ *
+ * @since 0.1.0
+ */
 export const layerPeer: Layer.Layer<Registry, never, RpcAgent> = Layer.effect(Registry, makePeer)
 
 /**
@@ -57,6 +69,22 @@ export interface MemoryRegistry extends RegistryShape {
 
 /**
  * Builds a {@link MemoryRegistry} (kind `central`).
+ *
+ * @example
+ * ```ts
+ * import { Registry } from "@tent/rpc"
+ * import { Effect } from "effect"
+ *
+ * const registry = Registry.makeMemory()
+ *
+ * const program = Effect.gen(function* () {
+ *   yield* registry.putSegmentDesc({ name: "node-a", rpc_server_addr: "127.0.0.1:12001", devices: [], buffers: [] })
+ *   const desc = yield* registry.getSegmentDesc("node-a")
+ *   console.log(desc.rpc_server_addr, registry.lookups("node-a")) // 127.0.0.1:12001 1
+ * })
+ *
+ * Effect.runPromise(program)
+ * ```
  *
  * @since 0.1.0
  */
@@ -91,10 +119,18 @@ export const makeMemory = (initial: Iterable<SegmentDesc> = []): MemoryRegistry 
  */
 export const segmentKey = (name: string): string => `mooncake/tent/${name}`
 
-/** TENT's `REDIS_DEFAULT_PORT`, used when `metadata_servers` names a host without a port. */
+/**
+ * TENT's `REDIS_DEFAULT_PORT`, used when `metadata_servers` names a host without a port.
+ *
+ * @since 0.1.0
+ */
 export const REDIS_DEFAULT_PORT = 6379
 
-/** Connect and per-command timeout of the Redis registry unless told otherwise (TENT's HTTP store uses 3 s too). */
+/**
+ * Connect and per-command timeout of the Redis registry unless told otherwise (TENT's HTTP store uses 3 s too).
+ *
+ * @since 0.1.0
+ */
 export const REDIS_DEFAULT_TIMEOUT_MS = 3000
 
 /**
@@ -138,6 +174,8 @@ export interface RedisRegistry extends RegistryShape {
 /**
  * TENT's Redis credentials from the environment: `MC_REDIS_USERNAME`, `MC_REDIS_PASSWORD` and `MC_REDIS_DB_INDEX`
  * (0-255). Unlike TENT, which warns and uses database 0, an index out of range fails naming the variable.
+ *
+ * @since 0.1.0
  */
 export const redisEnv: Config.Config<{ readonly username: string; readonly password: string; readonly db: number }> =
   Config.all({

@@ -24,10 +24,18 @@ export interface CallOptions {
   readonly timeout?: Duration.DurationInput | undefined
 }
 
-/** What a data call can fail with: the peer's typed refusal, `DataTooLarge`, or a {@link TransportFailure}. */
+/**
+ * What a data call can fail with: the peer's typed refusal, `DataTooLarge`, or a {@link TransportFailure}.
+ *
+ * @since 0.1.0
+ */
 export type DataCallError = DataReplyError | TransportFailure
 
-/** What a call can fail with: the peer's typed reply error, or a {@link TransportFailure}. Nothing else. */
+/**
+ * What a call can fail with: the peer's typed reply error, or a {@link TransportFailure}. Nothing else.
+ *
+ * @since 0.1.0
+ */
 export type CallError<T extends ControlPlaneTag> = ReplyErrorOf<T> | TransportFailure
 
 /**
@@ -87,10 +95,18 @@ export interface RpcAgentShape {
   readonly connections: Effect.Effect<ReadonlyArray<string>>
 }
 
-/** The control-plane client of this engine. */
+/**
+ * The control-plane client of this engine.
+ *
+ * @since 0.1.0
+ */
 export class RpcAgent extends Context.Tag("@tent/rpc/RpcAgent")<RpcAgent, RpcAgentShape>() {}
 
-/** Builds an agent; its connections close with the scope. */
+/**
+ * Builds an agent; its connections close with the scope.
+ *
+ * @since 0.1.0
+ */
 export const make: Effect.Effect<RpcAgentShape, never, RpcConfig | Scope.Scope> = Effect.gen(function* () {
   const settings = yield* RpcConfig
   const maxDataBytes = settings.maxDataBytes ?? defaults.max_data_bytes
@@ -203,7 +219,11 @@ export const make: Effect.Effect<RpcAgentShape, never, RpcConfig | Scope.Scope> 
   }
 })
 
-/** The agent as a Layer (settings from {@link RpcConfig}). */
+/**
+ * The agent as a Layer (settings from {@link RpcConfig}).
+ *
+ * @since 0.1.0
+ */
 export const layer: Layer.Layer<RpcAgent, never, RpcConfig> = Layer.scoped(RpcAgent, make)
 
 /** Errors the agent made itself, before anything was sent: no answer from the peer, so nothing a guard should record. */

@@ -6,7 +6,11 @@
  */
 import { Config, ConfigProvider, Context, Layer } from "effect"
 
-/** What -1 (the default of every `rpc/*_timeout_ms`) means: the 30 s of TENT's RPC library, as `main` has today. */
+/**
+ * What -1 (the default of every `rpc/*_timeout_ms`) means: the 30 s of TENT's RPC library, as `main` has today.
+ *
+ * @since 0.1.0
+ */
 export const LIBRARY_DEFAULT_TIMEOUT_MS = 30_000
 
 /**
@@ -62,7 +66,11 @@ const bytes = (description: string): KeySpec => ({
   valid: { check: (n) => n > 0, message: "must be a positive number of bytes" }
 })
 
-/** The keys this module reads, by their path in the engine's JSON config; `EngineConfig.keys` includes them. */
+/**
+ * The keys this module reads, by their path in the engine's JSON config; `EngineConfig.keys` includes them.
+ *
+ * @since 0.1.0
+ */
 export const keys = {
   "rpc/request_timeout_ms": timeout("GetSegmentDesc and Probe"),
   "rpc/bootstrap_timeout_ms": timeout("Bootstrap"),
@@ -78,10 +86,18 @@ export const keys = {
   }
 } as const satisfies Record<string, KeySpec>
 
-/** A key of {@link keys} without its `rpc/` prefix, as in {@link defaults} and {@link layer}. */
+/**
+ * A key of {@link keys} without its `rpc/` prefix, as in {@link defaults} and {@link layer}.
+ *
+ * @since 0.1.0
+ */
 export type KeyName = { [K in keyof typeof keys]: K extends `rpc/${infer N}` ? N : never }[keyof typeof keys]
 
-/** The defaults of {@link keys}, keyed as in the engine's JSON config under `rpc`. */
+/**
+ * The defaults of {@link keys}, keyed as in the engine's JSON config under `rpc`.
+ *
+ * @since 0.1.0
+ */
 export const defaults: { readonly [N in KeyName]: number } = Object.fromEntries(
   Object.entries(keys).map(([key, spec]) => [key.slice("rpc/".length), spec.default])
 ) as { readonly [N in KeyName]: number }
@@ -107,6 +123,8 @@ const read = (name: KeyName): Config.Config<number> => {
  * The settings read with Effect `Config`, nested under `rpc`: `{"rpc": {"notify_timeout_ms": 500}}` in a JSON
  * config, or `RPC_NOTIFY_TIMEOUT_MS=500` with {@link layerFromEnv}. A value of the wrong type fails with a
  * `ConfigError` that names the key.
+ *
+ * @since 0.1.0
  */
 export const config: Config.Config<RpcSettings> = Config.all({
   requestTimeoutMs: Config.map(read("request_timeout_ms"), resolveTimeout),
@@ -118,7 +136,11 @@ export const config: Config.Config<RpcSettings> = Config.all({
   probeTimeoutMs: read("probe_timeout_ms")
 }).pipe(Config.nested("rpc"))
 
-/** The control-plane settings as a service. */
+/**
+ * The control-plane settings as a service.
+ *
+ * @since 0.1.0
+ */
 export class RpcConfig extends Context.Tag("@tent/rpc/RpcConfig")<RpcConfig, RpcSettings>() {}
 
 /**
@@ -139,7 +161,11 @@ export const layer = (values: Partial<Record<KeyName, number>> = {}): Layer.Laye
   })
 }
 
-/** Settings read from the current `ConfigProvider` (fails at start, naming the key, on a bad value). */
+/**
+ * Settings read from the current `ConfigProvider` (fails at start, naming the key, on a bad value).
+ *
+ * @since 0.1.0
+ */
 export const layerConfig: Layer.Layer<RpcConfig, import("effect/ConfigError").ConfigError> = Layer.effect(
   RpcConfig,
   config
@@ -153,7 +179,11 @@ export const layerConfig: Layer.Layer<RpcConfig, import("effect/ConfigError").Co
 export const layerFromJson = (json: unknown): Layer.Layer<RpcConfig, import("effect/ConfigError").ConfigError> =>
   layerConfig.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromJson(json))))
 
-/** Settings read from environment variables: `RPC_NOTIFY_TIMEOUT_MS`, `RPC_CONNECT_TIMEOUT_MS`, … */
+/**
+ * Settings read from environment variables: `RPC_NOTIFY_TIMEOUT_MS`, `RPC_CONNECT_TIMEOUT_MS`, …
+ *
+ * @since 0.1.0
+ */
 export const layerFromEnv: Layer.Layer<RpcConfig, import("effect/ConfigError").ConfigError> = layerConfig.pipe(
   Layer.provide(Layer.setConfigProvider(ConfigProvider.fromEnv().pipe(ConfigProvider.constantCase)))
 )

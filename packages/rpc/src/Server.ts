@@ -64,7 +64,11 @@ export interface DataStats {
   rejected: number
 }
 
-/** The bound address of the control-plane server of this process. */
+/**
+ * The bound address of the control-plane server of this process.
+ *
+ * @since 0.1.0
+ */
 export class ServerAddress extends Context.Tag("@tent/rpc/ServerAddress")<ServerAddress, ServerAddressShape>() {}
 
 /**
@@ -103,6 +107,8 @@ export interface ServerOptions extends ListenerOptions, ServeOptions {}
 /**
  * The control-plane listener of this process (see {@link layerListener}): a {@link ListenerShape} that only
  * {@link makeListener} makes, so {@link serve} can always attach to it.
+ *
+ * @since 0.1.0
  */
 export class Listener extends Context.Tag("@tent/rpc/Listener")<Listener, BoundListener>() {}
 
@@ -218,6 +224,8 @@ const optionsFromConfig: Effect.Effect<ListenerOptions, ConfigError.ConfigError,
 /**
  * The server with its address from config (TENT's top-level `rpc_server_hostname`, default `127.0.0.1`, and
  * `rpc_server_port`, default 0) and its notification limit from {@link RpcConfig}.
+ *
+ * @since 0.1.0
  */
 export const layerConfig: Layer.Layer<
   ServerAddress,
