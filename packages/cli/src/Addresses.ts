@@ -5,7 +5,7 @@
  * namespaces talk over veth pairs: each device on its own link (a rail), the control plane on another. No parser is
  * loaded here (`NodeOptions.ts` and the soak's child nodes read it).
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 import { isIPv4 } from "node:net"
 import * as Option from "effect/Option"
@@ -13,7 +13,7 @@ import * as Option from "effect/Option"
 /**
  * What `--host` and `--device-hosts` parse to (both optional: a node binds 127.0.0.1 by default).
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface AddressOptions {
   readonly host?: Option.Option<string> | undefined
@@ -23,7 +23,7 @@ export interface AddressOptions {
 /**
  * One SoftVerbs device and the address its socket binds.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface DeviceAddress {
   readonly name: string
@@ -33,7 +33,7 @@ export interface DeviceAddress {
 /**
  * `--host`, when given: overrides `rpc_server_hostname` (as its environment variable would).
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const controlHost = (o: AddressOptions): string | undefined =>
   o.host === undefined ? undefined : Option.getOrUndefined(o.host)
@@ -42,7 +42,7 @@ export const controlHost = (o: AddressOptions): string | undefined =>
  * Each of `names` with its host: `--device-hosts`' entry, else `fallback` (the control plane's host) when it is one
  * IPv4 address, else 127.0.0.1. A string is the usage error: an entry that is not `NAME=IPv4`, or names no device.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const deviceAddresses = (
   names: ReadonlyArray<string>,

@@ -2,9 +2,10 @@
  * What the options every node command shares (`--config`, `--provider`, `--arm`, `--soft-devices`, `--host`,
  * `--device-hosts`) parse to, and what that means: the default SoftVerbs devices, a node's device names and its
  * configuration source. No parser is loaded here: the parser's side of these options is `Options.ts`, and
- * `Argv.readHot` reads the common forms of `tent send` and `tent devices` without it.
+ * `Argv.readHot` reads the common forms of `tent send` and `tent devices` without it. The names here date from 0.1.0
+ * (in `Argv.ts`, and re-exported by `Node.ts` as before).
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 import type { EngineConfig } from "@tent/core"
 import * as Option from "effect/Option"

@@ -6,7 +6,7 @@
  * the receiver). Accounting per arm and per fault window from the receivers' own logs (`soak/Accounting.ts`).
  * The body (`run/Soak.ts`) is loaded when the command runs.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 import { Command } from "@effect/cli"
 import { type SoakOptions, soakOptions } from "../Options.js"

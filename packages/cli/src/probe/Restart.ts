@@ -8,7 +8,7 @@
  * `silent` is counted by seq: the calls that returned ok whose notification no receiver process admitted and no
  * `Undelivered` named. `duplicates`: seqs admitted by both processes, or twice by one.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { createServer } from "node:net"

@@ -8,13 +8,13 @@
  * A call belongs to the fault window in which it started (a fault's start to its end plus `graceMs`), otherwise to
  * the quiet time between faults.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 
 /**
  * One call of the sender: a standalone notification, or a transfer whose notification goes when its batch completes.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface Call {
   readonly seq: number
@@ -30,7 +30,7 @@ export interface Call {
 /**
  * One line of a receiver's log.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface Admitted {
   readonly seq: number
@@ -42,7 +42,7 @@ export interface Admitted {
 /**
  * An `Undelivered` the sender's engine reported.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface Reported {
   readonly seq: number
@@ -53,7 +53,7 @@ export interface Reported {
 /**
  * A fault as it happened: wall-clock start and end.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface Window {
   readonly label: string
@@ -64,7 +64,7 @@ export interface Window {
 /**
  * The figures of a set of calls.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface Figures {
   readonly calls: number
@@ -91,7 +91,7 @@ export interface Figures {
 /**
  * A fault window's figures, and the time from the fault's end to the first notification over RDMA again.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface WindowFigures extends Figures {
   readonly fault: string
@@ -104,7 +104,7 @@ export interface WindowFigures extends Figures {
 /**
  * An arm's accounting.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface Accounts {
   readonly total: Figures
@@ -119,7 +119,7 @@ export interface Accounts {
 /**
  * Parses a receiver's log (`seq at rdma` lines; a torn last line is left out).
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const parseLog = (text: string): ReadonlyArray<Admitted> => {
   const out: Array<Admitted> = []
@@ -207,7 +207,7 @@ const firstRdmaAfter = (logs: ReadonlyArray<ReadonlyArray<Admitted>>, t: number)
 /**
  * Accounts for one arm. `logs`: one per receiver incarnation.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const account = (
   calls: ReadonlyArray<Call>,

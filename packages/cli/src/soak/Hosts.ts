@@ -8,7 +8,7 @@
  * earlier run that was killed left behind (its pid is gone) and never what a running one uses. Deleting a namespace
  * deletes its veth ends (and so their peers) and its nftables tables.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 import { execFileSync, spawnSync } from "node:child_process"
 import { Data, Effect, type Scope } from "effect"
@@ -16,7 +16,7 @@ import { Data, Effect, type Scope } from "effect"
 /**
  * The soak cannot run here (not root, no `ip`, no `nft`), or a command it ran on the hosts failed.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export class HostFailure extends Data.TaggedError("HostFailure")<{
   readonly message: string
@@ -27,7 +27,7 @@ export class HostFailure extends Data.TaggedError("HostFailure")<{
 /**
  * One side's addresses: its two rails and its control plane.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface Side {
   readonly ns: string
@@ -40,7 +40,7 @@ export interface Side {
 /**
  * The two hosts of one soak arm.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface Hosts {
   readonly a: Side
@@ -50,7 +50,7 @@ export interface Hosts {
 /**
  * Which link a fault takes: a rail (0, 1) or the control plane.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export type Link = 0 | 1 | "control"
 
@@ -73,7 +73,7 @@ const tryRun = (cmd: string, args: ReadonlyArray<string>): Effect.Effect<void, H
 /**
  * What is missing for the soak on this machine (`undefined`: nothing): root, `ip`, `nft`, namespaces.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const missing = (): string | undefined => {
   if (typeof process.getuid === "function" && process.getuid() !== 0) {
@@ -101,7 +101,7 @@ const alive = (pid: number): boolean => {
  * Removes what an earlier soak left behind: its namespaces and any of its veth ends still in this namespace, when
  * the process that made them is gone. Returns what it removed.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const cleanLeftovers = (): ReadonlyArray<string> => {
   const removed: Array<string> = []
@@ -136,7 +136,7 @@ const names = (k: number): Hosts => {
 /**
  * Removes both namespaces (their links and rules go with them). Never fails.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const destroy = (h: Hosts): void => {
   for (const ns of [h.a.ns, h.b.ns]) spawnSync("ip", ["netns", "del", ns], { stdio: "ignore" })
@@ -146,7 +146,7 @@ export const destroy = (h: Hosts): void => {
 /**
  * Builds the two hosts (removed when the scope closes, whatever happened).
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const make = (k = 0): Effect.Effect<Hosts, HostFailure, Scope.Scope> =>
   Effect.acquireRelease(
@@ -180,7 +180,7 @@ const linkOf = (s: Side, link: Link): string => (link === "control" ? s.links[2]
 /**
  * Sets the receiver host's end of `link` down or up (its peer then has no carrier: nothing crosses the link).
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const setLink = (h: Hosts, link: Link, up: boolean): Effect.Effect<void, HostFailure> =>
   tryRun("ip", ["-n", h.b.ns, "link", "set", linkOf(h.b, link), up ? "up" : "down"])
@@ -191,7 +191,7 @@ const TABLE = "tent_soak"
  * Drops `percent` % of the packets, at random (nftables `numgen random`), in and out of the receiver host's end of
  * rail `rail`; `percent` 0 removes the rule.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const setDrop = (h: Hosts, rail: 0 | 1, percent: number): Effect.Effect<void, HostFailure> => {
   const nft = (...args: ReadonlyArray<string>) => tryRun("ip", ["netns", "exec", h.b.ns, "nft", ...args])
@@ -211,7 +211,7 @@ export const setDrop = (h: Hosts, rail: 0 | 1, percent: number): Effect.Effect<v
 /**
  * The soak's namespaces that exist now (for a check that none is left).
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const present = (): ReadonlyArray<string> =>
   (spawnSync("ip", ["netns", "list"], { encoding: "utf8" }).stdout ?? "")

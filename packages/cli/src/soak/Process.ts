@@ -5,7 +5,7 @@
  * leaves when its stdin closes, so one whose parent died goes with it. Each is stopped when its scope closes —
  * resumed first if stopped, stdin closed, then `SIGKILL` — and every request is bounded.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { createInterface } from "node:readline"
@@ -13,7 +13,14 @@ import { fileURLToPath, pathToFileURL } from "node:url"
 import { Effect, type Scope } from "effect"
 import { ChildFailure } from "../probe/Children.js"
 
-export { ChildFailure }
+export {
+  /**
+   * A child that did not start, died, or did not answer in time (the probe's `ChildFailure`, re-exported).
+   *
+   * @since 0.2.0
+   */
+  ChildFailure
+}
 
 /** `node [--import tsx] <node.ts|node.js>`, or a TypeScript file given by its absolute path (a test's fixture). */
 const nodeArgs = (file: string): ReadonlyArray<string> => {
@@ -31,7 +38,7 @@ const nodeArgs = (file: string): ReadonlyArray<string> => {
 /**
  * A running child.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface Child {
   readonly pid: number
@@ -149,7 +156,7 @@ const stop = async (p: ChildProcess): Promise<void> => {
 /**
  * Every child pid not yet reaped (a last-resort exit hook kills them).
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const live = new Set<number>()
 
@@ -157,7 +164,7 @@ export const live = new Set<number>()
  * Starts `file` (`node`: the soak's node; or an absolute path) in namespace `ns` with `options` as its argument;
  * stopped when the scope closes.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const spawnIn = (
   ns: string,

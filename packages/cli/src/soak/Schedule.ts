@@ -3,13 +3,13 @@
  * `forMs`, with quiet gaps between them, every kind at least once in each round of kinds (in a seeded order). The
  * same seed and length give the same schedule, so a run can be repeated.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 
 /**
  * A fault the kernel or a signal makes (never the engine's own hooks).
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export type Fault =
   | { readonly kind: "railDown"; readonly rail: 0 | 1 }
@@ -21,7 +21,7 @@ export type Fault =
 /**
  * One scheduled fault.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface Scheduled {
   readonly fault: Fault
@@ -32,7 +32,7 @@ export interface Scheduled {
 /**
  * A seeded generator of floats in [0, 1) (mulberry32).
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const random = (seed: number): (() => number) => {
   let a = seed >>> 0
@@ -48,7 +48,7 @@ export const random = (seed: number): (() => number) => {
 /**
  * How long faults and the gaps between them last.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface Pace {
   readonly faultMs: readonly [number, number]
@@ -58,13 +58,13 @@ export interface Pace {
 /**
  * `--quick`'s pace: faults of 1.5–3.5 s, 2–4 s apart.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const quickPace: Pace = { faultMs: [1500, 3500], gapMs: [2000, 4000] }
 /**
  * The full run's pace: faults of 3–12 s, 5–15 s apart.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const fullPace: Pace = { faultMs: [3000, 12_000], gapMs: [5000, 15_000] }
 
@@ -73,7 +73,7 @@ const kinds = ["railDown", "railDrop", "controlDown", "freeze", "restart"] as co
 /**
  * Faults from `startMs` until `untilMs` (a fault starts only if it ends before then).
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const schedule = (seed: number, startMs: number, untilMs: number, pace: Pace): ReadonlyArray<Scheduled> => {
   const next = random(seed)
@@ -108,7 +108,7 @@ export const schedule = (seed: number, startMs: number, untilMs: number, pace: P
 /**
  * A fault in words, and what it stands for.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const describeFault = (f: Fault): string => {
   switch (f.kind) {

@@ -5,7 +5,7 @@
  * end, and accounts from the receivers' logs (`Accounting.ts`). The hosts, the children and the temporary files are
  * removed when it ends, whatever happened.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -20,7 +20,7 @@ import { describeFault, type Scheduled } from "./Schedule.js"
 /**
  * What one arm is asked to do.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface ArmPlan {
   readonly arm: "legacy" | "series"
@@ -43,7 +43,7 @@ export interface ArmPlan {
 /**
  * What one arm measured.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface ArmResult {
   readonly arm: "legacy" | "series"
@@ -56,7 +56,7 @@ export interface ArmResult {
 /**
  * What the live line shows.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface ArmLive {
   readonly report: (phase: string, sent: number, received: number) => void
@@ -92,7 +92,7 @@ const lineCount = (path: string) => {
 /**
  * Runs one arm.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const runArm = (plan: ArmPlan, live: ArmLive): Effect.Effect<ArmResult, ChildFailure | Hosts.HostFailure> =>
   Effect.scoped(

@@ -11,7 +11,7 @@
  * Planted faults, for the soak's own test only: `dropEvery` (the receiver leaves every n-th admitted notification out
  * of its log, as an application that loses one) and `duplicateSeq` (the sender sends that seq twice).
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 import { appendFileSync, writeFileSync } from "node:fs"
 import { createInterface } from "node:readline"

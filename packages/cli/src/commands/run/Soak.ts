@@ -4,7 +4,7 @@
  * with a live line on stderr (the probe's `Live.View`), and prints the accounting. It fails (exit 1) when the series
  * arm delivered a duplicate or lost a notification silently.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 import { Console, Effect, Option } from "effect"
 import type { SoakOptions } from "../../Options.js"
