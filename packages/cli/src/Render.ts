@@ -12,6 +12,11 @@ import { Cause, Console, Effect } from "effect"
  * @since 0.1.0
  */
 export class CliFailure extends Error {
+  /**
+   * The tag `describe` and `failWith` tell it by.
+   *
+   * @since 0.1.0
+   */
   readonly _tag = "CliFailure"
 }
 
@@ -26,6 +31,11 @@ const field = (e: unknown, k: string): string | undefined => {
  * @since 0.1.0
  */
 export class UsageFailure extends Error {
+  /**
+   * The tag `describe` and `failWith` tell it by (`failWith` exits 2 on it).
+   *
+   * @since 0.1.0
+   */
   readonly _tag = "UsageFailure"
 }
 
