@@ -1,0 +1,189 @@
+/**
+ * A coro_rpc listener that answers as a TENT node's `CoroRpcAgent` does (`src/rpc/rpc.cpp:98-178`): one registered
+ * function, `process(int func_id)`, dispatching the int to the caller's handlers with the request attachment and
+ * sending back their reply as the response attachment.
+ *
+ * Behaviour copied from TENT and ylt: an unknown func id gets an empty success (`rpc.cpp:153-154`); a handler that
+ * fails gets `err_code` 10 `rpc_throw_exception` with its message (ylt `router.hpp:254-261`); a request for another
+ * `function_id` gets 11 "the rpc function not registered" (`router.hpp:263-266`); an argument that is not an int gets
+ * 4 "invalid rpc function arguments" (`rpc_execute.hpp:204-208`). Handlers of one connection run one at a time, in
+ * order, as TENT's inline handlers do. A malformed frame (bad magic, version, serialize type, or a length over the
+ * caps) is counted and its connection closed (`coro_connection.hpp:232-240, 280-290`); nothing a peer sends can
+ * crash the server.
+ *
+ * @since 0.2.0
+ */
+import * as Net from "node:net"
+import { Cause, Data, Effect, Either, Exit, Runtime, type Scope } from "effect"
+import * as CoroRpc from "./CoroRpc.js"
+
+/**
+ * Handles one func id: the request attachment in, the response attachment out (nothing = empty). A failure or defect
+ * is answered with `rpc_throw_exception` carrying its message.
+ *
+ * @since 0.2.0
+ */
+export type TentHandler = (request: Buffer) => Effect.Effect<Uint8Array | undefined, unknown>
+
+/**
+ * The listener could not start.
+ *
+ * @since 0.2.0
+ */
+export class TentServerError extends Data.TaggedError("TentServerError")<{ readonly message: string }> {}
+
+/**
+ * Options: the handlers by TENT func id; where to listen (127.0.0.1, a free port by default).
+ *
+ * @since 0.2.0
+ */
+export interface TentServerOptions {
+  readonly handlers: ReadonlyMap<number, TentHandler>
+  readonly host?: string
+  readonly port?: number
+  readonly limits?: CoroRpc.FrameLimits
+  /** Default {@link CoroRpc.PROCESS_FUNCTION_ID}. */
+  readonly functionId?: number
+}
+
+/**
+ * Counters since start.
+ *
+ * @since 0.2.0
+ */
+export interface TentServerStats {
+  readonly connections: number
+  readonly requests: number
+  /** Connections closed for a malformed frame. */
+  readonly malformed: number
+  /** Requests for another coro_rpc `function_id`. */
+  readonly unknownFunction: number
+  /** Requests whose func id had no handler (answered empty). */
+  readonly unknownFuncId: number
+  readonly handlerFailures: number
+}
+
+/**
+ * A running listener; it stops (and closes its connections) when its scope closes.
+ *
+ * @since 0.2.0
+ */
+export interface TentServer {
+  readonly host: string
+  readonly port: number
+  readonly stats: () => TentServerStats
+}
+
+const messageOf = (cause: Cause.Cause<unknown>): string => {
+  const failure = Cause.failureOption(cause)
+  const e: unknown = failure._tag === "Some" ? failure.value : Cause.squash(cause)
+  if (e instanceof Error) return e.message
+  if (typeof e === "string") return e
+  if (typeof e === "object" && e !== null && "message" in e && typeof e.message === "string") return e.message
+  return String(e)
+}
+
+/**
+ * Starts a listener.
+ *
+ * @since 0.2.0
+ */
+export const make = (options: TentServerOptions): Effect.Effect<TentServer, TentServerError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const runtime = yield* Effect.runtime<never>()
+    const runExit = Runtime.runPromiseExit(runtime)
+    const host = options.host ?? "127.0.0.1"
+    const limits = options.limits ?? CoroRpc.defaultLimits
+    const functionId = options.functionId ?? CoroRpc.PROCESS_FUNCTION_ID
+    const stats = {
+      connections: 0,
+      requests: 0,
+      malformed: 0,
+      unknownFunction: 0,
+      unknownFuncId: 0,
+      handlerFailures: 0
+    }
+    const sockets = new Set<Net.Socket>()
+
+    const answer = async (frame: CoroRpc.RequestFrame): Promise<Buffer> => {
+      const seqNum = frame.header.seqNum
+      if (frame.header.functionId !== functionId) {
+        stats.unknownFunction++
+        return CoroRpc.encodeResponse({
+          seqNum,
+          error: { code: CoroRpc.Errc.function_not_registered, message: "the rpc function not registered" }
+        })
+      }
+      const arg = CoroRpc.decodeIntArg(frame.body)
+      if (Either.isLeft(arg)) {
+        return CoroRpc.encodeResponse({
+          seqNum,
+          error: { code: CoroRpc.Errc.invalid_rpc_arguments, message: "invalid rpc function arguments" }
+        })
+      }
+      const handler = options.handlers.get(arg.right)
+      if (handler === undefined) {
+        stats.unknownFuncId++
+        return CoroRpc.encodeResponse({ seqNum })
+      }
+      const exit = await runExit(Effect.suspend(() => handler(frame.attachment)))
+      if (Exit.isSuccess(exit)) {
+        return CoroRpc.encodeResponse({ seqNum, ...(exit.value === undefined ? {} : { attachment: exit.value }) })
+      }
+      stats.handlerFailures++
+      return CoroRpc.encodeResponse({
+        seqNum,
+        error: { code: CoroRpc.Errc.rpc_throw_exception, message: messageOf(exit.cause) }
+      })
+    }
+
+    const onConnection = (socket: Net.Socket) => {
+      stats.connections++
+      sockets.add(socket)
+      socket.setNoDelay(true)
+      const decoder = new CoroRpc.FrameDecoder("request", limits)
+      let chain: Promise<void> = Promise.resolve()
+      socket.on("error", () => socket.destroy())
+      socket.on("close", () => sockets.delete(socket))
+      socket.on("data", (chunk: Buffer) => {
+        const r = decoder.push(chunk)
+        if (Either.isLeft(r)) {
+          stats.malformed++
+          socket.destroy()
+          return
+        }
+        for (const frame of r.right) {
+          stats.requests++
+          chain = chain
+            .then(() => answer(frame))
+            .then(
+              (reply) => {
+                if (!socket.destroyed) socket.write(reply)
+              },
+              () => {
+                socket.destroy()
+              }
+            )
+        }
+      })
+    }
+
+    const server = yield* Effect.acquireRelease(
+      Effect.async<Net.Server, TentServerError>((resume) => {
+        const s = Net.createServer(onConnection)
+        s.once("error", (e) => resume(Effect.fail(new TentServerError({ message: `listen ${host}: ${e.message}` }))))
+        s.listen(options.port ?? 0, host, () => {
+          s.on("error", () => undefined)
+          resume(Effect.succeed(s))
+        })
+      }),
+      (s) =>
+        Effect.async<void>((resume) => {
+          for (const socket of sockets) socket.destroy()
+          s.close(() => resume(Effect.void))
+        })
+    )
+    const address = server.address()
+    const port = typeof address === "object" && address !== null ? address.port : (options.port ?? 0)
+    return { host, port, stats: () => ({ ...stats }) }
+  })
