@@ -42,6 +42,14 @@ export class UsageFailure extends Error {
 /**
  * One line for a typed error (or any thrown value) of the engine's layers; `peer` is the segment addressed.
  *
+ * @example
+ * ```ts
+ * import { Render } from "@tent/cli"
+ *
+ * const line = Render.describe({ _tag: "TransportFailure", reason: "Refused", message: "connect ECONNREFUSED" }, "10.0.0.2:12001")
+ * assert.ok(line.startsWith("control plane to 10.0.0.2:12001 failed (Refused): connect ECONNREFUSED; check:"))
+ * ```
+ *
  * @since 0.1.0
  */
 export const describe = (error: unknown, peer?: string): string => {
