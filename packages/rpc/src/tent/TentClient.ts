@@ -5,7 +5,9 @@
  * each call have a timeout (TENT inherits ylt's 30 s defaults, `coro_rpc_client.hpp:258-263`).
  *
  * Calls may be pipelined; responses are matched by `seq_num`. A response for a call that already timed out is
- * dropped (ylt's client closes the connection instead, `coro_rpc_client.hpp:1560-1566`).
+ * dropped (ylt's client closes the connection instead, `coro_rpc_client.hpp:1560-1566`). An error response fails
+ * only its call; the connection stays usable (ylt's client closes it after any error response,
+ * `coro_rpc_client.hpp:1709-1716`, and TENT drops that client from its pool, `rpc.cpp:220-226`).
  *
  * @since 0.2.0
  */

@@ -184,6 +184,24 @@ describe("CoroRpc response", () => {
   })
 })
 
+describe("CoroRpc bytes captured from yalantinglibs itself", () => {
+  // Captured on 127.0.0.1 from a coro_rpc_client built with g++ 12 against the pinned ylt headers, calling
+  // call<&mooncake::tent::CoroRpcAgent::process>(6) (Probe); seq_num starts at 0 in ylt.
+  it("release (NDEBUG) build's request decodes to process(6); debug build's too", () => {
+    const release = Buffer.from("15000000000000000d6674ff08000000000000000840a55506000000", "hex")
+    const debug = Buffer.from("15000000000000000d6674ff0b000000000000000940a55504010006000000", "hex")
+    for (const wire of [release, debug]) {
+      const f = right(CoroRpc.decodeRequest(wire))
+      expect([f.header.functionId, f.header.seqNum, right(CoroRpc.decodeIntArg(f.body))]).toEqual([0xff74660d, 0, 6])
+    }
+    expect(CoroRpc.encodeRequest({ seqNum: 0, funcId: 6 }).toString("hex")).toBe(release.toString("hex"))
+    // negative control: one byte of the function id changed
+    const other = Buffer.from(release)
+    other[8] = 0x0e
+    expect(right(CoroRpc.decodeRequest(other)).header.functionId).not.toBe(CoroRpc.PROCESS_FUNCTION_ID)
+  })
+})
+
 describe("CoroRpc FrameDecoder", () => {
   it("round-trips random requests and responses under random chunking (seeded)", () => {
     const r = rng(42)
