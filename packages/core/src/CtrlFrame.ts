@@ -49,32 +49,62 @@
  */
 import { NotifyWire } from "@tent/rpc"
 
-/** Bytes of the header (`kCtrlFrameHeaderSize`). */
+/**
+ * Bytes of the header (`kCtrlFrameHeaderSize`).
+ *
+ * @since 0.1.0
+ */
 export const HEADER_BYTES = 44
 
-/** `kCtrlFrameMagic`: the bytes `4D 43 4B 43` ("MCKC") read as a little-endian u32. */
+/**
+ * `kCtrlFrameMagic`: the bytes `4D 43 4B 43` ("MCKC") read as a little-endian u32.
+ *
+ * @since 0.1.0
+ */
 export const MAGIC = 0x434b434d
 
-/** `kCtrlFrameVersion`: the only version either side accepts. */
+/**
+ * `kCtrlFrameVersion`: the only version either side accepts.
+ *
+ * @since 0.1.0
+ */
 export const VERSION = 1
 
 /**
  * `CtrlFrameType::CTRL_ACK`: a header-only receipt (delivery receipts, `notify_proto` ≥ 2). This engine writes
  * `session` = the acknowledged sender's session, `epoch` = the acknowledging engine's incarnation, `ack_seq` = the
  * highest seq up to which every notification of that session was admitted (cumulative), payload 0 bytes.
+ *
+ * @since 0.2.0
  */
 export const TYPE_CTRL_ACK = 9
 
-/** `CtrlFrameType::NOTIFY_COMPAT`: a notification, payload `[u32 name_len][name][u32 msg_len][msg]`. */
+/**
+ * `CtrlFrameType::NOTIFY_COMPAT`: a notification, payload `[u32 name_len][name][u32 msg_len][msg]`.
+ *
+ * @since 0.1.0
+ */
 export const TYPE_NOTIFY_COMPAT = 10
 
-/** `CtrlFrameFlags::NeedsAck`, bit 0: the only flag bit v1 knows (`kCtrlFrameKnownFlagsMask`). */
+/**
+ * `CtrlFrameFlags::NeedsAck`, bit 0: the only flag bit v1 knows (`kCtrlFrameKnownFlagsMask`).
+ *
+ * @since 0.1.0
+ */
 export const FLAG_NEEDS_ACK = 1
 
-/** The largest `name.length + msg.length` one frame carries in a notify slot: 65 536 − 44 − 8 = 65 484. */
+/**
+ * The largest `name.length + msg.length` one frame carries in a notify slot: 65 536 − 44 − 8 = 65 484.
+ *
+ * @since 0.1.0
+ */
 export const MAX_PAYLOAD = NotifyWire.SLOT_BYTES - HEADER_BYTES - NotifyWire.HEADER_BYTES
 
-/** Why a received frame was rejected (counted or reported by the caller, never thrown); distinct from `NotifyWire`'s. */
+/**
+ * Why a received frame was rejected (counted or reported by the caller, never thrown); distinct from `NotifyWire`'s.
+ *
+ * @since 0.1.0
+ */
 export const Reject = {
   /** Fewer than 44 bytes (cpp:217). */
   Short: 10,
@@ -123,24 +153,69 @@ export interface Frame {
  * @since 0.1.0
  */
 export class StampedRanges extends NotifyWire.DecodedRanges {
+  /**
+   * Whether the frame carried a stamp: `true` for a typed frame, `false` for a raw one (then `session` and `seq` mean
+   * nothing).
+   *
+   * @since 0.1.0
+   */
   stamped = false
+  /**
+   * The sender's session, new each time its engine starts.
+   *
+   * @since 0.1.0
+   */
   session = 0n
+  /**
+   * The notification's place in the sender's sequence within that session.
+   *
+   * @since 0.1.0
+   */
   seq = 0n
-  /** The receiver incarnation the frame is addressed to, as its low and high u32 (both 0: any); no BigInt per frame. */
+  /**
+   * The low u32 of the receiver incarnation the frame is addressed to (both halves 0: any); two u32s, no BigInt per
+   * frame.
+   *
+   * @since 0.2.0
+   */
   epochLo = 0
+  /**
+   * The high u32 of the receiver incarnation the frame is addressed to (see `epochLo`).
+   *
+   * @since 0.2.0
+   */
   epochHi = 0
-  /** The `NeedsAck` flag: the sender keeps it until a receipt covers it. */
+  /**
+   * The `NeedsAck` flag: the sender keeps it until a receipt covers it.
+   *
+   * @since 0.2.0
+   */
   needsAck = false
 }
 
 /**
  * A decoded `CTRL_ACK`'s fields (see {@link TYPE_CTRL_ACK}). Reuse one object.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export class AckFields {
+  /**
+   * The session of the sender whose notifications the ack covers.
+   *
+   * @since 0.2.0
+   */
   session = 0n
+  /**
+   * The acknowledging receiver's incarnation.
+   *
+   * @since 0.2.0
+   */
   epoch = 0n
+  /**
+   * The cumulative ack: every notification of that session up to this  was admitted.
+   *
+   * @since 0.2.0
+   */
   ackSeq = 0n
 }
 
@@ -227,7 +302,7 @@ export const encodeInto = (
 /**
  * Writes a header-only `CTRL_ACK` (see {@link TYPE_CTRL_ACK}) at `offset`; returns its length, 44.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const encodeAckInto = (buf: Buffer, offset: number, session: bigint, epoch: bigint, ackSeq: bigint): number => {
   writeHeader(buf, offset, 0, session, epoch, 0n, ackSeq, 0, TYPE_CTRL_ACK)
@@ -238,7 +313,7 @@ export const encodeAckInto = (buf: Buffer, offset: number, session: bigint, epoc
  * Whether `buf[offset, offset + len)` is a well-formed header-only `CTRL_ACK`; if so its fields are written to
  * `out`. Checked by the C++ decoder's rules (magic, version, flags, payload length); anything else is not an ack.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const decodeAckInto = (buf: Buffer, offset: number, len: number, out: AckFields): boolean => {
   if (len !== HEADER_BYTES || buf.readUInt32LE(offset) !== MAGIC) return false

@@ -81,10 +81,18 @@ export interface DedupShape {
   readonly counters?: DedupCounters | undefined
 }
 
-/** The framing and dedup policy of the notify channel. */
+/**
+ * The framing and dedup policy of the notify channel.
+ *
+ * @since 0.1.0
+ */
 export class Dedup extends Context.Tag("@tent/core/Dedup")<Dedup, DedupShape>() {}
 
-/** TENT `main`: raw frames, `notify_proto` 0, no stamp, every notification admitted. */
+/**
+ * TENT `main`: raw frames, `notify_proto` 0, no stamp, every notification admitted.
+ *
+ * @since 0.1.0
+ */
 export const legacy: DedupShape = {
   notifyProto: 0,
   stamp: () => undefined,
@@ -94,7 +102,11 @@ export const legacy: DedupShape = {
   maxPayload: NotifyFrame.MAX_PAYLOAD
 }
 
-/** {@link legacy} as a Layer. */
+/**
+ * {@link legacy} as a Layer.
+ *
+ * @since 0.1.0
+ */
 export const layerLegacy: Layer.Layer<Dedup> = Layer.succeed(Dedup, legacy)
 
 /** A sender session id: 64 random bits, new each time an engine starts (never 0). */
@@ -152,7 +164,11 @@ export const makeSeries = (options: SessionTableOptions = {}): DedupShape => {
   }
 }
 
-/** RFC PR 6 (`Series.Dedup`): {@link makeSeries} with `notification/dedup_*` from the ambient config. */
+/**
+ * RFC PR 6 (`Series.Dedup`): {@link makeSeries} with `notification/dedup_*` from the ambient config.
+ *
+ * @since 0.1.0
+ */
 export const layer: Layer.Layer<Dedup, ConfigError> = Layer.effect(
   Dedup,
   Effect.map(EngineConfig.dedupConfig, (o) => makeSeries(o))

@@ -397,7 +397,7 @@ export const sliceRetry = sliceRetries.child()
 export const handlerError = handlerErrors.child()
 
 /** Accepted notifications that ended without a receipt (delivery receipts), by reason.
- * @since 0.1.0 */
+ * @since 0.2.0 */
 export const notificationsUndelivered = Rpc.counter(
   "tent_notify_undelivered_total",
   "accepted notifications that ended as an Undelivered event instead of a receipt, by reason (PeerRestarted, Timeout, NotResendable, Rejected, Unconfirmed)",
@@ -406,7 +406,7 @@ export const notificationsUndelivered = Rpc.counter(
 )
 
 /** Time from acceptance to receipt.
- * @since 0.1.0 */
+ * @since 0.2.0 */
 export const receiptSeconds = Rpc.histogram(
   "tent_notify_receipt_seconds",
   "time from sendNotification accepting a notification to its receipt, seconds",
@@ -415,7 +415,7 @@ export const receiptSeconds = Rpc.histogram(
 )
 
 /** Header-only `CTRL_ACK`s this engine sent (receipts of what it received).
- * @since 0.1.0 */
+ * @since 0.2.0 */
 export const acksSent = Rpc.counter(
   "tent_notify_acks_sent_total",
   "header-only CTRL_ACK frames sent on notify QPs (cumulative receipts of the notifications received)",
@@ -426,7 +426,7 @@ const undeliveredSeries = new Map<string, Series>()
 /**
  * `tent_notify_undelivered_total{reason}`.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const undelivered = (reason: string): Series => {
   let series = undeliveredSeries.get(reason)
@@ -438,10 +438,10 @@ export const undelivered = (reason: string): Series => {
 }
 for (const reason of ["PeerRestarted", "Timeout", "NotResendable", "Rejected", "Unconfirmed"]) undelivered(reason)
 /** `tent_notify_receipt_seconds`.
- * @since 0.1.0 */
+ * @since 0.2.0 */
 export const receiptLatency = receiptSeconds.child()
 /** `tent_notify_acks_sent_total`.
- * @since 0.1.0 */
+ * @since 0.2.0 */
 export const ackSent = acksSent.child()
 
 /** This package's metrics.

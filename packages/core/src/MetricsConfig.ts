@@ -15,7 +15,15 @@ import { Config, type ConfigError, Effect, Either } from "effect"
 import { invalid, type KeySpec, readers } from "./internal/config/KeySpec.js"
 import { type ConfigSource, make } from "./internal/config/provider.js"
 
-export type { ConfigSource }
+export type {
+  /**
+   * Where the configuration comes from: the parsed `transfer-engine.json` (or an object in code), a path to one, and
+   * the environment variables to read (none unless given); the same as `EngineConfig.ConfigSource`.
+   *
+   * @since 0.1.0
+   */
+  ConfigSource
+}
 
 /**
  * The keys of the metrics export, with their defaults.

@@ -8,29 +8,49 @@
  */
 import { NotifyWire } from "@tent/rpc"
 
-/** Bytes of one notify slot (TENT `kNotifyBufferSize`): the largest encoded notification. */
+/**
+ * Bytes of one notify slot (TENT `kNotifyBufferSize`): the largest encoded notification.
+ *
+ * @since 0.1.0
+ */
 export const SLOT_BYTES = NotifyWire.SLOT_BYTES
 
-/** The two length prefixes. */
+/**
+ * The two length prefixes.
+ *
+ * @since 0.1.0
+ */
 export const HEADER_BYTES = NotifyWire.HEADER_BYTES
 
-/** The largest `name.length + msg.length` a slot holds: 65 528. */
+/**
+ * The largest `name.length + msg.length` a slot holds: 65 528.
+ *
+ * @since 0.1.0
+ */
 export const MAX_PAYLOAD = NotifyWire.MAX_PAYLOAD
 
 /**
  * Encodes `name` and `msg` into `buf` at `offset`; returns the encoded length, or -1 when it does not fit `max`
  * bytes, by default `SLOT_BYTES` (TENT: "Notification message too large").
+ *
+ * @since 0.1.0
  */
 export const encode: (buf: Buffer, offset: number, name: Uint8Array, msg: Uint8Array, max?: number) => number =
   NotifyWire.encode
 
-/** Why a received payload was rejected (counted by the poller, never thrown). */
+/**
+ * Why a received payload was rejected (counted by the poller, never thrown).
+ *
+ * @since 0.1.0
+ */
 export const Reject = NotifyWire.Reject
 
 /**
  * Decodes the payload `buf[offset, offset + len)` as TENT's `handleNotifyRecv` does (trailing bytes after `msg` are
  * ignored). On success returns 0 and sets `out` to the name and message ranges; otherwise returns a {@link Reject}
  * code. Copy the bytes out before the slot is reposted.
+ *
+ * @since 0.1.0
  */
 export const decode: (buf: Buffer, offset: number, len: number, out: DecodedRanges) => number = NotifyWire.decode
 

@@ -16,7 +16,7 @@
  *
  * TENT `main` and the RFC's series ({@link legacy}): nothing — no receipts, no `Undelivered`, `notify_proto` ≤ 1.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 import { randomBytes } from "node:crypto"
 import type { NotificationStamp } from "@tent/rpc"
@@ -24,7 +24,11 @@ import { Context, Data, Effect, Layer } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import * as EngineConfig from "./EngineConfig.js"
 
-/** The `notify_proto` of a peer that offers delivery receipts. */
+/**
+ * The `notify_proto` of a peer that offers delivery receipts.
+ *
+ * @since 0.2.0
+ */
 export const PROTO = 2
 
 /**
@@ -35,11 +39,15 @@ export const PROTO = 2
  * - `Rejected`: the peer answered and refused it (e.g. larger than it takes);
  * - `Unconfirmed`: the peer does not offer receipts and the RFC's resend gave it up (it may or may not have arrived).
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export type UndeliveredReason = "PeerRestarted" | "Timeout" | "NotResendable" | "Rejected" | "Unconfirmed"
 
-/** Every {@link UndeliveredReason}, in the order the metrics list them. */
+/**
+ * Every {@link UndeliveredReason}, in the order the metrics list them.
+ *
+ * @since 0.2.0
+ */
 export const REASONS: ReadonlyArray<UndeliveredReason> = [
   "PeerRestarted",
   "Timeout",
@@ -51,7 +59,7 @@ export const REASONS: ReadonlyArray<UndeliveredReason> = [
 /**
  * An accepted notification that will not be receipted: which one (`segment`, `name`, `msg`, `stamp`) and why.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export class Undelivered extends Data.TaggedError("Undelivered")<{
   readonly segment: string
@@ -65,7 +73,7 @@ export class Undelivered extends Data.TaggedError("Undelivered")<{
 /**
  * The receipts policy and its settings.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export interface ReceiptsShape {
   /** Offer and use receipts (`notify_proto` 2). Legacy: false. */
@@ -89,11 +97,15 @@ export interface ReceiptsShape {
 /**
  * The receipts policy.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export class Receipts extends Context.Tag("@tent/core/Receipts")<Receipts, ReceiptsShape>() {}
 
-/** Defaults of the settings (the keys' defaults, and the ack pacing measured for the engine bench). */
+/**
+ * Defaults of the settings (the keys' defaults, and the ack pacing measured for the engine bench).
+ *
+ * @since 0.2.0
+ */
 export const defaults = {
   deliveryTimeoutMs: 45_000,
   resendAfterMs: 1000,
@@ -103,10 +115,18 @@ export const defaults = {
   acceptWithinMs: 900
 } as const
 
-/** TENT `main` and the RFC's series: no receipts. */
+/**
+ * TENT `main` and the RFC's series: no receipts.
+ *
+ * @since 0.2.0
+ */
 export const legacy: ReceiptsShape = { enabled: false, incarnation: 0n, ...defaults }
 
-/** {@link legacy} as a Layer. */
+/**
+ * {@link legacy} as a Layer.
+ *
+ * @since 0.2.0
+ */
 export const layerLegacy: Layer.Layer<Receipts> = Layer.succeed(Receipts, legacy)
 
 /** A new incarnation: 64 random bits, never 0. */
@@ -120,7 +140,7 @@ const newIncarnation = (): bigint => {
 /**
  * Receipts on, with `settings` over the defaults, and a new incarnation.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const make = (settings: Partial<Omit<ReceiptsShape, "enabled" | "incarnation">> = {}): ReceiptsShape => ({
   ...defaults,
@@ -129,7 +149,11 @@ export const make = (settings: Partial<Omit<ReceiptsShape, "enabled" | "incarnat
   incarnation: newIncarnation()
 })
 
-/** Receipts on (`Series.Receipts`), with `notification/delivery_timeout_ms`, `receipt_resend_ms`, `max_unreceipted`. */
+/**
+ * Receipts on (`Series.Receipts`), with `notification/delivery_timeout_ms`, `receipt_resend_ms`, `max_unreceipted`.
+ *
+ * @since 0.2.0
+ */
 export const layer: Layer.Layer<Receipts, ConfigError> = Layer.effect(
   Receipts,
   Effect.map(EngineConfig.receiptsConfig, (s) => make(s))

@@ -112,7 +112,7 @@ export const Resend: Layer.Layer<ResendSeam.Resend, ConfigError> = ResendSeam.la
  * PR 6's stamps (with `notification/proto` 0 it does nothing). Reads `notification/delivery_timeout_ms`,
  * `receipt_resend_ms`, `max_unreceipted`.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const Receipts: Layer.Layer<ReceiptsSeam.Receipts, ConfigError> = ReceiptsSeam.layer
 
@@ -156,6 +156,40 @@ const compose = (o: {
  * `notification/dedup_*`, PR 7 `transports/rdma/rail_*` and the receipts `notification/delivery_timeout_ms` (…) from
  * the ambient config (defaults when absent).
  *
+ * @example
+ * ```ts
+ * import { RailHealth } from "@tent/health"
+ * import { makeNotification, notificationText } from "@tent/rpc"
+ * import { SoftVerbs } from "@tent/verbs"
+ * import { Context, Effect, Layer, Stream } from "effect"
+ * import { EngineConfig, Series, TransferEngine } from "@tent/core"
+ *
+ * // An engine on two SoftVerbs devices (UDP on 127.0.0.1) with the whole series, config from JSON.
+ * const engine = (nic: string) =>
+ *   TransferEngine.layer.pipe(
+ *     Layer.provide([SoftVerbs.layer({ devices: [{ name: `${nic}0` }, { name: `${nic}1` }] }), Series.all]),
+ *     Layer.provide(RailHealth.layerConfig),
+ *     Layer.provide(EngineConfig.layerProvider({ json: { transports: { rdma: { num_lanes: 2 } } } })),
+ *     Layer.build,
+ *     Effect.map(Context.get(TransferEngine.TransferEngine))
+ *   )
+ *
+ * const program = Effect.gen(function* () {
+ *   const [a, b] = [yield* engine("a"), yield* engine("b")]
+ *   const src = yield* a.registerSegment(Buffer.from("hello, rdma"))
+ *   const dst = yield* b.registerSegment(Buffer.alloc(11))
+ *   const target = yield* a.openSegment(b.segmentName)
+ *   const batch = yield* a.allocateBatch
+ *   const write = { opcode: "WRITE", source: src.addr, target, targetOffset: dst.addr, length: 11 } as const
+ *   yield* a.submitTransfer(batch, [write], makeNotification("done", "batch 1"))
+ *   yield* a.waitTransfer(batch)
+ *   const note = yield* b.notifications.pipe(Stream.runHead, Effect.flatten)
+ *   return { note: notificationText(note), data: dst.buffer.toString() }
+ * }).pipe(Effect.scoped)
+ *
+ * Effect.runPromise(program).then(console.log) // { note: { name: 'done', msg: 'batch 1' }, data: 'hello, rdma' }
+ * ```
+ *
  * @since 0.1.0
  */
 export const all: Layer.Layer<Policies, ConfigError> = compose({
@@ -169,7 +203,7 @@ export const all: Layer.Layer<Policies, ConfigError> = compose({
  * The RFC's seven alone (PRs 1-7, receipts off): the RFC's own arm, to show what the series does without what goes
  * past it.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export const rfc: Layer.Layer<Policies, ConfigError> = compose({
   rpcFallback: true,

@@ -37,9 +37,23 @@ import { NotificationRouting, type NotifySender, type NotifySenders, type QueueK
 import { Undelivered } from "./Receipts.js"
 import * as Series from "./Series.js"
 
-export type { BatchStatus, StatusError, SubmitError, TransferRequest } from "./internal/Transfers.js"
+export type {
+  /** A batch's state (TENT `TransferStatusEnum`): status, task counts, bytes moved, why it FAILED.
+   * @since 0.1.0 */
+  BatchStatus,
+  /** What `getTransferStatus` and `waitTransfer` fail with: `BatchNotFound`.
+   * @since 0.1.0 */
+  StatusError,
+  /** What `submitTransfer` fails with: no such batch or segment, a bad request, a failed descriptor lookup.
+   * @since 0.1.0 */
+  SubmitError,
+  /** One transfer request (TENT `Request`): WRITE or READ, local address, target segment and offset, length.
+   * @since 0.1.0 */
+  TransferRequest
+} from "./internal/Transfers.js"
 
-/** TENT `LOCAL_SEGMENT_ID`: the handle of this engine's own segment. */
+/** TENT `LOCAL_SEGMENT_ID`: the handle of this engine's own segment.
+ * @since 0.1.0 */
 export const LOCAL_SEGMENT_ID = 0
 
 /** A segment handle from `openSegment` (TENT `SegmentID`).
@@ -161,7 +175,7 @@ export interface TransferEngineShape {
 }
 
 /** `sendNotificationReceipted`'s failures: not accepted (`sendNotification`'s), or accepted and not receipted.
- * @since 0.1.0 */
+ * @since 0.2.0 */
 export type ReceiptedError = SendNotificationError | Undelivered
 
 /** How a subscriber takes notifications (`TransferEngineShape.subscribe`).
@@ -174,10 +188,12 @@ export interface SubscribeOptions {
   readonly consume?: boolean | undefined
 }
 
-/** The transfer engine. */
+/** The transfer engine.
+ * @since 0.1.0 */
 export class TransferEngine extends Context.Tag("@tent/core/TransferEngine")<TransferEngine, TransferEngineShape>() {}
 
-/** Builds the facade over the engine's services, in the current scope. */
+/** Builds the facade over the engine's services, in the current scope.
+ * @since 0.1.0 */
 export const make = Effect.gen(function* () {
   const { segmentName, address } = yield* EngineIdentity
   const rdma = yield* RdmaTransport.RdmaTransport
@@ -280,7 +296,7 @@ export const make = Effect.gen(function* () {
       if (next === undefined || !routing.fallback(e)) return Effect.fail(e)
       Metrics.fallback(s.kind, next.kind).update(1, name)
       return Effect.withSpan(sendVia(order, i + 1, name, n), "tent.notify.fallback", {
-        attributes: { peer: name, from: s.kind, to: next.kind, reason: errorTag(e) }
+        attributes: { peer: name, from: s.kind, to: next.kind, reason: Wiring.errorTag(e) }
       })
     })
   }
@@ -431,15 +447,15 @@ export const make = Effect.gen(function* () {
   } satisfies TransferEngineShape
 })
 
-// ---------------------------------------------------------------------------------------------------------------------
-// Composition (its parts: internal/Wiring.ts)
-// ---------------------------------------------------------------------------------------------------------------------
+// --- Composition (its parts: internal/Wiring.ts) ---------------------------------------------------------------------
 
 /**
  * The engine and its `Diagnostics` as a Layer: needs a `Verbs` provider, the seven policies (`Series.legacy`) and
  * `RailHealth`; reads its settings (and `rpc/*`) from the ambient `ConfigProvider` — provide
  * `EngineConfig.layerProvider(source)` under it. Under `metadata_type` `redis` it fails with a `TransportFailure`
  * when the Redis server cannot be reached or does not take this segment's descriptor.
+ *
+ * @since 0.1.0
  */
 export const layer: Layer.Layer<
   TransferEngine | Diagnostics.Diagnostics,
@@ -481,9 +497,3 @@ export const layerSoft = (
     Layer.provide(RailHealth.layerConfig),
     Layer.provide(EngineConfig.layerProvider({ json: options.config }))
   )
-
-/** The `_tag` of a failure, for a span attribute. */
-const errorTag = (e: unknown): string =>
-  typeof e === "object" && e !== null && typeof (e as { _tag?: unknown })._tag === "string"
-    ? (e as { _tag: string })._tag
-    : "unknown"

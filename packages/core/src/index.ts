@@ -88,7 +88,7 @@ export * as QpRetirement from "./QpRetirement.js"
 /**
  * Delivery receipts, past the RFC: the seam that turns an accepted notification into a promise.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
 export * as Receipts from "./Receipts.js"
 /**

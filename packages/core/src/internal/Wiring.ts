@@ -1,7 +1,8 @@
 /**
  * The parts of the engine's composition (`TransferEngine.layer`): the control-plane listener and this engine's
  * identity, its agent (the `PeerHealth` seam's decoration), the segment registry and the descriptor cache before it,
- * the publisher, the resend and receipts fibers, and the control plane's handlers.
+ * the publisher, the resend and receipts fibers, and the control plane's handlers; and {@link errorTag}, which the
+ * facade's spans use.
  */
 import { DescriptorCache, Registry, RpcAgent, RpcConfig, Server } from "@tent/rpc"
 import { Effect, Layer, Queue } from "effect"
@@ -89,3 +90,9 @@ export const serveLayer = Layer.scopedDiscard(
     })
   })
 )
+
+/** The `_tag` of a failure, for a span attribute. */
+export const errorTag = (e: unknown): string =>
+  typeof e === "object" && e !== null && typeof (e as { _tag?: unknown })._tag === "string"
+    ? (e as { _tag: string })._tag
+    : "unknown"

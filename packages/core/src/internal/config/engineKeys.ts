@@ -1,0 +1,197 @@
+/**
+ * The declarations of the configuration keys `@tent/core` reads itself (`EngineConfig.engineKeys`): type, TENT's
+ * default, description and accepted values of each. Kept apart from `EngineConfig.ts`, which merges them with the
+ * other packages' keys and reads them.
+ */
+import type { KeySpec } from "./KeySpec.js"
+
+const int = (d: number, description: string, valid?: KeySpec["valid"]): KeySpec =>
+  valid === undefined ? { kind: "int", default: d, description } : { kind: "int", default: d, description, valid }
+const nonNegative = { check: (n: number) => n >= 0, message: "must be ≥ 0" }
+const positive = { check: (n: number) => n > 0, message: "must be > 0" }
+const u8 = { check: (n: number) => n >= 0 && n <= 255, message: "must be in 0..255" }
+
+/**
+ * The keys this package reads itself, with TENT's defaults (`rpc/*` are in `RpcConfig`, `rail_*` in `RailHealth`).
+ * `EngineConfig` re-exports it.
+ */
+export const engineKeys = {
+  local_segment_name: {
+    kind: "string",
+    default: "",
+    description: "this engine's segment name; empty = its RPC address (peer registry)"
+  },
+  metadata_type: {
+    kind: "string",
+    default: "p2p",
+    description:
+      "segment registry: p2p (the segment name is the peer's RPC address) or redis (TENT's central registry at metadata_servers)"
+  },
+  metadata_servers: {
+    kind: "string",
+    default: "",
+    description:
+      'the central registry\'s server, "host:port" (port 6379 if absent); read only when metadata_type is redis'
+  },
+  rpc_server_hostname: { kind: "string", default: "127.0.0.1", description: "interface the control plane binds" },
+  rpc_server_port: int(0, "control-plane port; 0 = any free port", {
+    check: (n) => n >= 0 && n <= 65535,
+    message: "must be a port number (0 = any free port)"
+  }),
+  max_failover_attempts: int(
+    3,
+    "times a failed transfer task is resubmitted on the next transport its target offers; 0 = never",
+    nonNegative
+  ),
+  enable_auto_failover_on_poll: {
+    kind: "bool",
+    default: true,
+    description: "getTransferStatus resubmits a FAILED task on the next transport (max_failover_attempts)"
+  },
+  "transports/rdma/enable": { kind: "bool", default: true, description: "install the RDMA transport" },
+  "transports/tcp/enable": { kind: "bool", default: true, description: "install the TCP transport" },
+  "transports/rdma/num_lanes": int(6, "data QPs per endpoint (TENT num_lanes / qp_mul_factor)", {
+    check: (n) => n >= 1 && n <= 64,
+    message: "must be in 1..64"
+  }),
+  "transports/rdma/max_timeout_ns": int(10_000_000_000, "software timeout of an in-flight slice", positive),
+  "transports/rdma/endpoint/path_mtu": int(4096, "data QP path MTU, clamped to the port's active MTU", {
+    check: (n) => n === 512 || n === 1024 || n === 2048 || n === 4096,
+    message: "must be 512, 1024, 2048 or 4096"
+  }),
+  "transports/rdma/endpoint/min_rnr_timer": int(12, "data QP min_rnr_timer (IB encoding; 12 = 0.64 ms)", {
+    check: (n) => n >= 0 && n <= 31,
+    message: "must be in 0..31"
+  }),
+  "transports/rdma/endpoint/send_timeout": int(14, "data QP local ACK timeout exponent (4.096 µs × 2^n)", {
+    check: (n) => n >= 0 && n <= 31,
+    message: "must be in 0..31"
+  }),
+  "transports/rdma/endpoint/send_retry_count": int(7, "data QP retry_cnt", {
+    check: (n) => n >= 0 && n <= 7,
+    message: "must be in 0..7"
+  }),
+  "transports/rdma/endpoint/send_rnr_count": int(7, "data QP rnr_retry (7 = forever)", {
+    check: (n) => n >= 0 && n <= 7,
+    message: "must be in 0..7"
+  }),
+  "transports/rdma/endpoint/max_rd_atomic": int(16, "data QP max_rd_atomic", u8),
+  "transports/rdma/endpoint/max_dest_rd_atomic": int(16, "data QP max_dest_rd_atomic", u8),
+  "transports/rdma/endpoint/hop_limit": int(16, "data QP GRH hop limit", u8),
+  "transports/rdma/endpoint/traffic_class": int(0, "GRH traffic class (MC_IB_TC)", u8),
+  "transports/rdma/endpoint/service_level": int(0, "service level (MC_IB_SL)", {
+    check: (n) => n >= 0 && n <= 15,
+    message: "must be in 0..15"
+  }),
+  "transports/rdma/endpoint/pkey_index": int(0, "P_Key index", nonNegative),
+  "transports/rdma/endpoint/max_qp_wr": int(256, "work requests per data QP (send and receive)", {
+    check: (n) => n >= 1 && n <= 16384,
+    message: "must be in 1..16384"
+  }),
+  "transports/rdma/endpoint/max_sge": int(4, "scatter/gather entries per data WR", {
+    check: (n) => n >= 1 && n <= 16,
+    message: "must be in 1..16"
+  }),
+  "transports/rdma/endpoint/max_inline_bytes": int(64, "inline data bytes per data WR", nonNegative),
+  "transports/rdma/endpoint/endpoint_store_cap": int(65536, "endpoints per device before eviction", positive),
+  "transports/rdma/notify/lazy_slots": {
+    kind: "bool",
+    default: false,
+    description:
+      "allocate notify send slots on first use and grow the posted receive ring with demand (RNR NAKs pace the peer meanwhile); false: TENT's, every slot at endpoint construction"
+  },
+  "transports/rdma/notify/slots": int(256, "notify send window and receive ring depth per endpoint (TENT: 256)", {
+    check: (n) => n >= 1 && n <= 16384,
+    message: "must be in 1..16384"
+  }),
+  "transports/rdma/notify/slot_bytes": int(
+    65536,
+    "bytes of one notify slot, the largest notification frame sent or received over RDMA (TENT: 65536); larger ones go to the other transports",
+    { check: (n) => n >= 256 && n <= 65536, message: "must be in 256..65536" }
+  ),
+  "transports/rdma/notify/initial_recv_slots": int(
+    1,
+    "with lazy_slots: receives posted per endpoint at connection, doubled when the ring runs low (at most slots)",
+    positive
+  ),
+  "transports/rdma/device/port": int(1, "port number of every device", positive),
+  "transports/rdma/device/gid_index": int(-1, "GID index; -1 = automatic (0)", {
+    check: (n) => n >= -1,
+    message: "must be -1 (automatic) or an index"
+  }),
+  "transports/rdma/device/max_cqe": int(4096, "depth of every CQ (clamped to the device)", positive),
+  "transports/rdma/device/num_cq_list": int(6, "data CQs per device", {
+    check: (n) => n >= 1 && n <= 64,
+    message: "must be in 1..64"
+  }),
+  "transports/rdma/workers/num_workers": int(6, "worker fibers posting slices", {
+    check: (n) => n >= 1 && n <= 64,
+    message: "must be in 1..64"
+  }),
+  "transports/rdma/workers/max_retry_count": int(8, "attempts of a slice before it fails (MC_RETRY_CNT)", positive),
+  "transports/rdma/workers/block_size": int(65536, "slice size in bytes", {
+    check: (n) => n >= 4096,
+    message: "must be at least 4096"
+  }),
+  "transports/tcp/max_retry_count": int(3, "attempts of a TCP transfer", positive),
+  "transports/tcp/retry_base_delay_ms": int(100, "first TCP retry delay, doubling", nonNegative),
+  "transports/tcp/retry_max_delay_ms": int(2000, "largest TCP retry delay", nonNegative),
+  "transports/tcp/max_concurrent_tasks": int(16, "concurrent TCP transfer tasks", positive),
+  "notification/rpc_fallback": {
+    kind: "bool",
+    default: true,
+    description:
+      "RFC PR 3 (Series.fromConfig): try the other transports and the control plane's Notify when the notify QP cannot carry a notification"
+  },
+  "notification/proto": int(
+    1,
+    "RFC PR 6 (Series.fromConfig): 1 = typed frames with a (session, seq) stamp to peers that advertise them; 0 = raw frames, no stamp",
+    { check: (n) => n === 0 || n === 1, message: "must be 0 (raw frames) or 1 (typed frames)" }
+  ),
+  "notification/dedup_max_sessions": int(
+    4096,
+    "RFC PR 6: sender sessions the dedup window remembers; beyond it the least recently used is evicted (its late copies would be delivered again)",
+    positive
+  ),
+  "notification/dedup_session_ttl_ms": int(
+    600_000,
+    "RFC PR 6: a sender session idle this long (ms) is forgotten by the dedup window",
+    positive
+  ),
+  "notification/receipts": {
+    kind: "bool",
+    default: true,
+    description:
+      "delivery receipts (Series.fromConfig, with notification/proto 1): notify_proto 2, every accepted notification to a peer that offers receipts ends receipted or as an Undelivered event"
+  },
+  "notification/delivery_timeout_ms": int(
+    45_000,
+    "delivery receipts: a notification not receipted this long (ms) after sendNotification accepted it becomes Undelivered{Timeout}; above the notify QP's retry budget plus one control-plane timeout (30 s)",
+    { check: (n) => n >= 100, message: "must be at least 100" }
+  ),
+  "notification/receipt_resend_ms": int(
+    1000,
+    "delivery receipts: an accepted notification without a receipt this long (ms) is sent again over the control plane's Notify (with its first stamp)",
+    { check: (n) => n >= 10, message: "must be at least 10" }
+  ),
+  "notification/max_unreceipted": int(
+    65536,
+    "delivery receipts: notifications awaiting a receipt per peer; beyond it sendNotification fails (nothing accepted)",
+    positive
+  ),
+  "peer_health/enable": {
+    kind: "bool",
+    default: true,
+    description: "RFC PR 4 (Series.fromConfig): remember peers whose control plane stopped answering"
+  },
+  "topology/rdma_whitelist": {
+    kind: "strings",
+    default: [],
+    description: "RDMA devices to use (MC_TE_FILTERS); empty = every device"
+  },
+  "topology/rdma_blacklist": {
+    kind: "strings",
+    default: [],
+    description: "RDMA devices not to use (MC_TE_FILTERS_EXCLUDE)"
+  }
+} as const satisfies Record<string, KeySpec>
