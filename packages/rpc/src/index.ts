@@ -81,3 +81,29 @@ export * as Server from "./Server.js"
  * @since 0.1.0
  */
 export * as Stock from "./Stock.js"
+/**
+ * TENT's JSON bodies of its control-plane calls (`Notify`, `BootstrapDesc`, `SegmentDesc`, the `SendData`/`RecvData`
+ * header), encoded byte for byte as TENT's nlohmann/json writes them and decoded as its `from_json` reads them.
+ *
+ * @since 0.2.0
+ */
+export * as Bodies from "./tent/Bodies.js"
+/**
+ * TENT's control-plane wire: yalantinglibs `coro_rpc` frames carrying `CoroRpcAgent::process(func_id)`, their
+ * struct_pack bodies and a streaming decoder.
+ *
+ * @since 0.2.0
+ */
+export * as CoroRpc from "./tent/CoroRpc.js"
+/**
+ * A client of a TENT peer's control plane over coro_rpc: `notify`, `getSegmentDesc`, `bootstrap`, `probe`.
+ *
+ * @since 0.2.0
+ */
+export * as TentClient from "./tent/TentClient.js"
+/**
+ * A coro_rpc listener that answers TENT peers: func ids dispatched to handlers, TENT's answers for the rest.
+ *
+ * @since 0.2.0
+ */
+export * as TentServer from "./tent/TentServer.js"

@@ -7,8 +7,8 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
+import * as NlohmannJson from "../../src/internal/tent/NlohmannJson.js"
 import * as Bodies from "../../src/tent/Bodies.js"
-import * as NlohmannJson from "../../src/tent/NlohmannJson.js"
 
 const right = <A, E>(e: Either.Either<A, E>): A => {
   if (Either.isLeft(e)) throw new Error(`expected Right, got ${JSON.stringify(e.left)}`)
