@@ -111,6 +111,11 @@ export const SegmentDesc = Schema.Struct({
   rpc_server_addr: Schema.String,
   devices: Schema.Array(DeviceDesc),
   buffers: Schema.Array(BufferDesc),
+  /**
+   * The server part of the NIC paths (`<server>@<nic>`) a peer builds to reach this segment's devices, when it is not
+   * the segment's name (TENT's `rdma_server_name`, `segment.h:179-193`); absent otherwise.
+   */
+  rdma_server_name: Schema.optional(Schema.String),
   /** The serving engine's incarnation (u64 in decimal) when it offers delivery receipts; absent otherwise. */
   notify_incarnation: Schema.optional(Schema.String)
 })

@@ -51,7 +51,15 @@ describe.skipIf(skipRedis("registry-redis"))("Redis registry", () => {
       expect(Object.keys(json).sort()).toEqual(["detail", "machine_id", "name", "rpc_server_addr", "type"])
       expect(json).toMatchObject({ name: "prefill-0", type: "memory", rpc_server_addr: "127.0.0.1:17001" })
       expect(typeof json.machine_id).toBe("string")
-      expect(Object.keys(json.detail).sort()).toEqual(["buffers", "device_attrs", "devices", "transport_attrs"])
+      expect(Object.keys(json.detail).sort()).toEqual([
+        "buffers",
+        "device_attrs",
+        "devices",
+        "topology",
+        "transport_attrs"
+      ])
+      // TENT's RDMA path names a remote NIC by its id in the topology's NICs: ours are the devices, in order.
+      expect(JSON.parse(json.detail.topology).nics.map((n: { name: string }) => n.name)).toEqual(["mlx0", "mlx1"])
       expect(json.detail.devices[1]).toEqual({
         name: "mlx1",
         lid: 3,
@@ -108,6 +116,7 @@ describe.skipIf(skipRedis("registry-redis"))("Redis registry", () => {
       expect(yield* registry.getSegmentDesc("tent-node")).toEqual({
         name: "tent-node",
         rpc_server_addr: "10.0.0.2:12345",
+        rdma_server_name: "10.0.1.2",
         devices: [{ name: "mlx5_0", lid: 1, gid: "fe:80::1" }],
         buffers: [{ addr: 4096, length: 8192, rkey: [5], transports: ["rdma", "shm", "tcp"] }]
       })
