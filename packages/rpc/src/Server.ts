@@ -4,13 +4,16 @@
  *
  * @since 0.1.0
  */
+import type * as Net from "node:net"
 import { Config, type ConfigError, Context, Effect, Layer, type Scope } from "effect"
 import type { ControlPlaneHandlers } from "./ControlPlane.js"
 import { ServerError } from "./Errors.js"
 import { makeDataHandlers } from "./internal/data.js"
 import { type BoundListener, bind } from "./internal/listener.js"
 import { makeConnectionHandler } from "./internal/serve.js"
+import { makeTentHandlers, sniff, type TentWireStats } from "./internal/tentWire.js"
 import { defaults, RpcConfig } from "./RpcConfig.js"
+import * as TentServer from "./tent/TentServer.js"
 
 /**
  * A bound control-plane socket, not necessarily served yet: its address (the engine's segment name) is known from
@@ -32,8 +35,20 @@ export interface ListenerShape {
  * @since 0.1.0
  */
 export interface ServerAddressShape extends ListenerShape {
-  /** What `SendData` / `RecvData` did on this server (absent on servers from other builds). */
+  /** What `SendData` / `RecvData` did on this server, on either wire (absent on servers from other builds). */
   readonly data?: DataStats | undefined
+  /** What peers speaking TENT's own wire (coro_rpc) did on this server (absent on servers from other builds). */
+  readonly tent?: TentWireCounters | undefined
+}
+
+/**
+ * Counters of the connections that spoke TENT's own wire (yalantinglibs coro_rpc, as a Mooncake TENT node calls).
+ *
+ * @since 0.2.0
+ */
+export interface TentWireCounters extends TentWireStats {
+  /** Connections that spoke TENT's wire. */
+  connections: number
 }
 
 /**
@@ -145,13 +160,29 @@ const serveListener = (
     const stats: DataStats = { sent: 0, received: 0, rejected: 0 }
     const data = makeDataHandlers(listener.limits.maxDataBytes, options.memory, stats)
     const connections = yield* makeConnectionHandler({ ...listener.limits, data })
+    const tentStats: TentWireCounters = { connections: 0, notified: 0, notifyDropped: 0 }
+    const tent = yield* TentServer.makeConnectionHandler({
+      handlers: makeTentHandlers(yield* Effect.runtime<ControlPlaneHandlers>(), data, tentStats),
+      // a `Notify` body is JSON: a control character escaped as `\u00xx` takes six bytes
+      limits: {
+        maxBody: 64 * 1024,
+        maxAttachment: Math.max(listener.limits.maxDataBytes + 16, listener.limits.maxNotifyBytes * 6 + 64)
+      }
+    })
+    // the first bytes of a connection tell its wire: this project's frames or TENT's coro_rpc
+    const onSocket = (socket: Net.Socket): void =>
+      sniff(socket, (wire) => {
+        if (wire === "lean") return connections.onSocket(socket)
+        tentStats.connections++
+        tent.onSocket(socket)
+      })
     const attached = yield* Effect.acquireRelease(
-      Effect.sync(() => listener.attach(connections.onSocket)),
+      Effect.sync(() => listener.attach(onSocket)),
       (attached) =>
         attached
           ? Effect.zipRight(
               Effect.sync(() => listener.detach()),
-              connections.closeAll
+              Effect.zipRight(connections.closeAll, tent.closeAll)
             )
           : Effect.void
     )
@@ -159,7 +190,7 @@ const serveListener = (
       const { host, port, address } = listener
       return yield* Effect.fail(new ServerError({ host, port, message: `${address} is served already` }))
     }
-    return { host: listener.host, port: listener.port, address: listener.address, data: stats }
+    return { host: listener.host, port: listener.port, address: listener.address, data: stats, tent: tentStats }
   })
 
 /**

@@ -10,9 +10,17 @@ export interface DataHandlers {
   readonly sendData: (framed: FramedSocket, id: number, buf: Buffer, start: number, end: number) => void
   /** TENT `onRecvData`: the size is checked before anything is allocated; the bytes go out in the reply frame. */
   readonly recvData: (framed: FramedSocket, id: number, buf: Buffer, start: number, end: number) => void
+  /**
+   * The registered region holding `[addr, addr + length)`, or the typed error to answer with (counted rejected): the
+   * same checks for a peer on TENT's wire.
+   */
+  readonly resolve: (addr: number, length: number) => Region | SegmentRangeInvalid | DataTooLarge
+  /** The counters both wires count in. */
+  readonly stats: DataStats
 }
 
-type Region = { readonly buffer: Uint8Array; readonly offset: number }
+/** Where a data RPC's bytes are: a registered buffer and the offset of the range in it. */
+export type Region = { readonly buffer: Uint8Array; readonly offset: number }
 
 /**
  * `SendData` / `RecvData` against `memory`, at most `maxDataBytes` each, counted in `stats`. A body whose header
@@ -60,6 +68,12 @@ export const makeDataHandlers = (
   }
 
   return {
+    stats,
+    resolve: (addr, length) => {
+      const found = resolveRange(addr, length)
+      if (found instanceof SegmentRangeInvalid || found instanceof DataTooLarge) stats.rejected++
+      return found
+    },
     sendData: (framed, id, buf, start, end) => {
       const h = dataHeader(buf, start, end)
       if (h === undefined) throw new Error("malformed SendData body")

@@ -84,15 +84,35 @@ const messageOf = (cause: Cause.Cause<unknown>): string => {
 }
 
 /**
- * Starts a listener.
+ * What answers coro_rpc connections accepted elsewhere (the control plane's own listener hands it the connections
+ * that speak TENT's wire): `onSocket` takes over a socket (and resumes it), `closeAll` closes every one it took.
  *
  * @since 0.2.0
  */
-export const make = (options: TentServerOptions): Effect.Effect<TentServer, TentServerError, Scope.Scope> =>
+export interface TentConnectionHandler {
+  readonly onSocket: (socket: Net.Socket) => void
+  readonly closeAll: Effect.Effect<void>
+  readonly stats: () => TentServerStats
+}
+
+/**
+ * Options of {@link makeConnectionHandler}: the handlers by TENT func id, the decoder's caps, the function id served.
+ *
+ * @since 0.2.0
+ */
+export type TentConnectionOptions = Pick<TentServerOptions, "handlers" | "limits" | "functionId">
+
+/**
+ * Serves TENT's wire on sockets handed to it; the handlers run on the scope's runtime.
+ *
+ * @since 0.2.0
+ */
+export const makeConnectionHandler = (
+  options: TentConnectionOptions
+): Effect.Effect<TentConnectionHandler, never, Scope.Scope> =>
   Effect.gen(function* () {
     const runtime = yield* Effect.runtime<never>()
     const runExit = Runtime.runPromiseExit(runtime)
-    const host = options.host ?? "127.0.0.1"
     const limits = options.limits ?? CoroRpc.defaultLimits
     const functionId = options.functionId ?? CoroRpc.PROCESS_FUNCTION_ID
     const stats = {
@@ -137,7 +157,7 @@ export const make = (options: TentServerOptions): Effect.Effect<TentServer, Tent
       })
     }
 
-    const onConnection = (socket: Net.Socket) => {
+    const onSocket = (socket: Net.Socket) => {
       stats.connections++
       sockets.add(socket)
       socket.setNoDelay(true)
@@ -166,11 +186,36 @@ export const make = (options: TentServerOptions): Effect.Effect<TentServer, Tent
             )
         }
       })
+      socket.resume()
     }
 
+    const closeAll = Effect.async<void>((resume) => {
+      const open = Array.from(sockets).filter((s) => !s.closed)
+      let left = open.length
+      if (left === 0) return resume(Effect.void)
+      for (const socket of open) {
+        socket.once("close", () => {
+          if (--left === 0) resume(Effect.void)
+        })
+        socket.destroy()
+      }
+    })
+    yield* Effect.addFinalizer(() => closeAll)
+    return { onSocket, closeAll, stats: () => ({ ...stats }) }
+  })
+
+/**
+ * Starts a listener.
+ *
+ * @since 0.2.0
+ */
+export const make = (options: TentServerOptions): Effect.Effect<TentServer, TentServerError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const host = options.host ?? "127.0.0.1"
+    const connections = yield* makeConnectionHandler(options)
     const server = yield* Effect.acquireRelease(
       Effect.async<Net.Server, TentServerError>((resume) => {
-        const s = Net.createServer(onConnection)
+        const s = Net.createServer(connections.onSocket)
         s.once("error", (e) => resume(Effect.fail(new TentServerError({ message: `listen ${host}: ${e.message}` }))))
         s.listen(options.port ?? 0, host, () => {
           s.on("error", () => undefined)
@@ -178,12 +223,14 @@ export const make = (options: TentServerOptions): Effect.Effect<TentServer, Tent
         })
       }),
       (s) =>
-        Effect.async<void>((resume) => {
-          for (const socket of sockets) socket.destroy()
-          s.close(() => resume(Effect.void))
-        })
+        Effect.zipRight(
+          connections.closeAll,
+          Effect.async<void>((resume) => {
+            s.close(() => resume(Effect.void))
+          })
+        )
     )
     const address = server.address()
     const port = typeof address === "object" && address !== null ? address.port : (options.port ?? 0)
-    return { host, port, stats: () => ({ ...stats }) }
+    return { host, port, stats: connections.stats }
   })
