@@ -97,6 +97,8 @@ export const readHot = (
       host: Option.fromNullable(values.get("--host")),
       deviceHosts: Option.fromNullable(values.get("--device-hosts")),
       peer,
+      // `--mooncake` is not read here: a command line with it takes the full parser
+      mooncake: false,
       name,
       msg
     }

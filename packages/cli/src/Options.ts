@@ -81,6 +81,18 @@ export const peerArg = Args.text({ name: "PEER" }).pipe(
 )
 
 /**
+ * `--mooncake`: PEER is a Mooncake TENT node, reached on its own control plane (coro_rpc) with TENT's TCP-transport
+ * calls; no engine starts.
+ *
+ * @since 0.2.0
+ */
+export const mooncakeOption = Options.boolean("mooncake").pipe(
+  Options.withDescription(
+    "PEER is a Mooncake TENT node (its rpc_server_addr): speak TENT's own control plane (coro_rpc Notify, SendData, RecvData) instead of starting a node"
+  )
+)
+
+/**
  * `tent send`'s options and its arguments `PEER NAME MSG`.
  *
  * @since 0.2.0
@@ -88,6 +100,7 @@ export const peerArg = Args.text({ name: "PEER" }).pipe(
 export const sendOptions = {
   ...nodeOptions,
   peer: peerArg,
+  mooncake: mooncakeOption,
   name: Args.text({ name: "NAME" }).pipe(Args.withDescription("the notification's name")),
   msg: Args.text({ name: "MSG" }).pipe(Args.withDescription("the notification's message"))
 }
@@ -125,6 +138,7 @@ export const notifyOption = (text: string) => {
 export const transferOptions = {
   ...nodeOptions,
   peer: peerArg,
+  mooncake: mooncakeOption,
   bytes: Options.integer("bytes").pipe(Options.withDescription("how many bytes to write")),
   offset: Options.integer("offset").pipe(
     Options.withDescription("where in the peer's first buffer to write"),

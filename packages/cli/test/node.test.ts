@@ -42,4 +42,38 @@ describe("serve, send, recv, transfer across processes", () => {
     expect(await recv.exited).toBe(0)
     expect(recv.stdout()).toContain(JSON.stringify({ name: "ping", msg: "42" }))
   }, 180_000)
+
+  it("--mooncake speaks TENT's own wire (coro_rpc Notify, SendData, RecvData) to a node's control-plane port", async () => {
+    const size = 65536
+    const serve = start(["serve", "--json", "--digest", "--segment-size", String(size)])
+    const ready = JSON.parse(await serve.line(listening)) as { address: string }
+
+    const sent = await run(["send", "--mooncake", ready.address, "tent-wire", "é by coro_rpc"])
+    expect(sent.code, sent.stderr).toBe(0)
+    expect(sent.stdout).toContain("Mooncake TENT, Notify")
+    const got = JSON.parse(await serve.line((l) => l.includes('"tent-wire"'), 20_000)) as Record<string, string>
+    expect(got).toMatchObject({ name: "tent-wire", msg: "é by coro_rpc" })
+
+    const moved = await run([
+      "transfer",
+      "--mooncake",
+      ready.address,
+      "--bytes",
+      "1000",
+      "--offset",
+      "5",
+      "--verify",
+      "--notify",
+      "done=tent-wire"
+    ])
+    expect(moved.code, moved.stderr).toBe(0)
+    expect(moved.stdout).toContain("read back equal")
+    const done = JSON.parse(await serve.line((l) => l.includes('"done"'), 20_000)) as Record<string, string>
+    expect(done).toMatchObject({ name: "done", msg: "tent-wire" })
+
+    // a range past the buffer: TENT's error text reaches the user, exit non-zero
+    const past = await run(["transfer", "--mooncake", ready.address, "--bytes", "16", "--offset", String(size - 8)])
+    expect(past.code).not.toBe(0)
+    expect(past.stderr).toContain("does not fit")
+  }, 180_000)
 })

@@ -19,11 +19,11 @@ export const command = Command.make(
   sendOptions,
   lazy(
     "send",
-    () => import("./run/Send.js"),
-    (m, o: SendOptions) => m.run(o)
+    () => Promise.all([import("./run/Send.js"), import("./run/Mooncake.js")]),
+    ([m, mooncake], o: SendOptions) => (o.mooncake ? mooncake.send(o) : m.run(o))
   )
 ).pipe(
   Command.withDescription(
-    "Send one notification (NAME, MSG) to the node PEER (a `tent serve` host:port); exit 0 once it is acknowledged."
+    "Send one notification (NAME, MSG) to the node PEER (a `tent serve` host:port; with --mooncake a Mooncake TENT node); exit 0 once it is receipted or acknowledged."
   )
 )

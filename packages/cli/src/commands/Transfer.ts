@@ -21,8 +21,8 @@ export const command = Command.make(
   transferOptions,
   lazy(
     "transfer",
-    () => import("./run/Transfer.js"),
-    (m, o: TransferOptions) => m.run(o)
+    () => Promise.all([import("./run/Transfer.js"), import("./run/Mooncake.js")]),
+    ([m, mooncake], o: TransferOptions) => (o.mooncake ? mooncake.transfer(o) : m.run(o))
   )
 ).pipe(
   Command.withDescription(
