@@ -9,6 +9,8 @@
  *   `node:net` connection. `ratio` = value / floor (1 = as fast as the floor).
  * - `notify_rtt_us_fiber_handler`: as `notify_rtt_us`, but the server's handler returns `Effect.sync(..)` instead of
  *   `Effect.void`, so it runs in a fiber of its own (an already-complete effect is answered without one); same floor.
+ * - `*_tent_wire`: the same calls as a Mooncake TENT node makes them (`TentClient`: yalantinglibs coro_rpc, the
+ *   `Notify` body TENT's JSON) to the same server port, which tells the two wires apart by a connection's first bytes.
  * - `*_stock`: the same over the stock @effect/rpc path (`RpcClient` + `NodeSocket`, `RpcServer` +
  *   `NodeSocketServer`, msgpack, tracing off), for comparison.
  *
@@ -23,7 +25,7 @@ import { fileURLToPath } from "node:url"
 import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
 import { frameSplitter } from "@tent/verbs/bench/frames"
 import { Effect, type Scope } from "effect"
-import { makeNotification, RpcAgent, RpcConfig, Stock } from "../src/index.js"
+import { makeNotification, RpcAgent, RpcConfig, Stock, TentClient } from "../src/index.js"
 import { spawnChild } from "../test/fixtures/process.js"
 
 const MSG_BYTES = 64
@@ -242,6 +244,18 @@ export const run = (options: BenchOptions): Promise<ReadonlyArray<BenchResult>> 
     log(
       `  lean, handler in a fiber: rtt ${lean.a.fiber.median.toFixed(1)} us (floor ${lean.median.toFixed(1)}, ×${(lean.a.fiber.median / lean.median).toFixed(2)})`
     )
+
+    log("measuring TentClient → the same server's port, TENT's own wire (coro_rpc, JSON Notify)")
+    const tent = yield* floorAround(
+      Effect.gen(function* () {
+        const client = yield* TentClient.make({ host: "127.0.0.1", port: ports.lean })
+        const call = client.notify("bench", "x".repeat(MSG_BYTES))
+        const lat = yield* latencyOf(call, calls, warmup)
+        const tput = yield* throughputOf(call, tputCalls)
+        return { lat, tput }
+      })
+    )
+    push("_tent_wire", tent.a.lat, tent.a.tput, tent)
 
     if (process.env.TENT_BENCH_RPC_LEAN_ONLY === "1") return results
     log("measuring stock RpcClient → stock server")

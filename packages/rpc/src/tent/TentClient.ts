@@ -136,12 +136,28 @@ export const make = (options: TentClientOptions): Effect.Effect<TentClient, Tent
       Effect.sync(() => end(new TentRpcError({ reason: "Closed", message: "client closed" })))
     )
 
+    const timeoutMs = Duration.toMillis(requestTimeout)
+    // A plain timer per call, cleared by the response: an Effect timeout would race two fibers on every call.
     const send = (funcId: number, request: Uint8Array | undefined) =>
       Effect.async<CoroRpc.ResponseFrame, TentRpcError>((resume) => {
         if (ended !== undefined) return resume(Effect.fail(ended))
         const seq = nextSeq
         nextSeq = (nextSeq + 1) >>> 0
-        pending.set(seq, (r) => resume(Either.isLeft(r) ? Effect.fail(r.left) : Effect.succeed(r.right)))
+        const timer = setTimeout(() => {
+          if (!pending.delete(seq)) return
+          resume(
+            Effect.fail(
+              new TentRpcError({
+                reason: "Timeout",
+                message: `func_id ${funcId}: no response in ${Duration.format(requestTimeout)}`
+              })
+            )
+          )
+        }, timeoutMs)
+        pending.set(seq, (r) => {
+          clearTimeout(timer)
+          resume(Either.isLeft(r) ? Effect.fail(r.left) : Effect.succeed(r.right))
+        })
         socket.write(
           CoroRpc.encodeRequest({
             seqNum: seq,
@@ -150,17 +166,11 @@ export const make = (options: TentClientOptions): Effect.Effect<TentClient, Tent
             ...(request === undefined ? {} : { attachment: request })
           })
         )
-        return Effect.sync(() => pending.delete(seq))
-      }).pipe(
-        Effect.timeoutFail({
-          duration: requestTimeout,
-          onTimeout: () =>
-            new TentRpcError({
-              reason: "Timeout",
-              message: `func_id ${funcId}: no response in ${Duration.format(requestTimeout)}`
-            })
+        return Effect.sync(() => {
+          clearTimeout(timer)
+          pending.delete(seq)
         })
-      )
+      })
 
     const call = (funcId: number, request?: Uint8Array) =>
       Effect.flatMap(send(funcId, request), (f) => {

@@ -112,7 +112,6 @@ export const makeConnectionHandler = (
 ): Effect.Effect<TentConnectionHandler, never, Scope.Scope> =>
   Effect.gen(function* () {
     const runtime = yield* Effect.runtime<never>()
-    const runExit = Runtime.runPromiseExit(runtime)
     const limits = options.limits ?? CoroRpc.defaultLimits
     const functionId = options.functionId ?? CoroRpc.PROCESS_FUNCTION_ID
     const stats = {
@@ -125,7 +124,20 @@ export const makeConnectionHandler = (
     }
     const sockets = new Set<Net.Socket>()
 
-    const answer = async (frame: CoroRpc.RequestFrame): Promise<Buffer> => {
+    const runFork = Runtime.runFork(runtime)
+    const replyTo = (seqNum: number, exit: Exit.Exit<Uint8Array | undefined, unknown>): Buffer => {
+      if (Exit.isSuccess(exit)) {
+        return CoroRpc.encodeResponse({ seqNum, ...(exit.value === undefined ? {} : { attachment: exit.value }) })
+      }
+      stats.handlerFailures++
+      return CoroRpc.encodeResponse({
+        seqNum,
+        error: { code: CoroRpc.Errc.rpc_throw_exception, message: messageOf(exit.cause) }
+      })
+    }
+
+    /** The reply to `frame`: at once when its handler completes without waiting, else when it does. */
+    const answer = (frame: CoroRpc.RequestFrame): Buffer | Promise<Buffer> => {
       const seqNum = frame.header.seqNum
       if (frame.header.functionId !== functionId) {
         stats.unknownFunction++
@@ -146,15 +158,10 @@ export const makeConnectionHandler = (
         stats.unknownFuncId++
         return CoroRpc.encodeResponse({ seqNum })
       }
-      const exit = await runExit(Effect.suspend(() => handler(frame.attachment)))
-      if (Exit.isSuccess(exit)) {
-        return CoroRpc.encodeResponse({ seqNum, ...(exit.value === undefined ? {} : { attachment: exit.value }) })
-      }
-      stats.handlerFailures++
-      return CoroRpc.encodeResponse({
-        seqNum,
-        error: { code: CoroRpc.Errc.rpc_throw_exception, message: messageOf(exit.cause) }
-      })
+      const fiber = runFork(Effect.suspend(() => handler(frame.attachment)))
+      const done = fiber.unsafePoll()
+      if (done !== null) return replyTo(seqNum, done)
+      return new Promise((resolve) => fiber.addObserver((exit) => resolve(replyTo(seqNum, exit))))
     }
 
     const onSocket = (socket: Net.Socket) => {
@@ -162,7 +169,14 @@ export const makeConnectionHandler = (
       sockets.add(socket)
       socket.setNoDelay(true)
       const decoder = new CoroRpc.FrameDecoder("request", limits)
-      let chain: Promise<void> = Promise.resolve()
+      // replies leave in request order; `queue` is the last reply still waiting for its handler (undefined: none)
+      let queue: Promise<void> | undefined
+      const write = (reply: Buffer) => {
+        if (!socket.destroyed) socket.write(reply)
+      }
+      const fail = () => {
+        socket.destroy()
+      }
       socket.on("error", () => socket.destroy())
       socket.on("close", () => sockets.delete(socket))
       socket.on("data", (chunk: Buffer) => {
@@ -174,16 +188,27 @@ export const makeConnectionHandler = (
         }
         for (const frame of r.right) {
           stats.requests++
-          chain = chain
-            .then(() => answer(frame))
-            .then(
-              (reply) => {
-                if (!socket.destroyed) socket.write(reply)
-              },
-              () => {
-                socket.destroy()
-              }
-            )
+          let next: Promise<void>
+          if (queue === undefined) {
+            let reply: Buffer | Promise<Buffer>
+            try {
+              reply = answer(frame)
+            } catch {
+              fail()
+              return
+            }
+            if (!(reply instanceof Promise)) {
+              write(reply)
+              continue
+            }
+            next = reply.then(write, fail)
+          } else {
+            next = queue.then(() => answer(frame)).then(write, fail)
+          }
+          queue = next
+          void next.then(() => {
+            if (queue === next) queue = undefined
+          })
         }
       })
       socket.resume()
