@@ -4,9 +4,12 @@
  * peer by LID on InfiniBand and by GRH with `gid_index` and `traffic_class` on RoCE, at `service_level`, and the data
  * QPs' depths and READ depths are clamped to the device.
  */
+
+import { mkdirSync, rmSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "@effect/vitest"
 import { BootstrapDesc } from "@tent/rpc"
-import { Ibverbs, LinkLayer, Mtu, PortState, QpState } from "@tent/verbs"
+import { GidType, Ibverbs, LinkLayer, Mtu, PortState, QpState } from "@tent/verbs"
 import { bindFake, buildFake, type Fake } from "@tent/verbs/testing/ibverbs"
 import { makeBuildDir, missingToolchain } from "@tent/verbs/testing/toolchain"
 import { Effect, Exit, Schema, Scope } from "effect"
@@ -39,13 +42,15 @@ describe.skipIf(skip)("the RDMA endpoint over Ibverbs beyond RoCE port 1", () =>
   afterEach(() => {
     fake?.setPort(0, 0, 0, 0, 0)
     fake?.setDeviceLimits(0, 0, 0, 0, 0, 0)
+    fake?.setGid(-1, null, 0)
+    if (build !== undefined) rmSync(join(build.dir, "sys"), { recursive: true, force: true })
   })
   afterAll(() => build?.remove())
 
   const endpointOn = (json: unknown) =>
     Effect.gen(function* () {
       const engine = yield* settings(merge(testConfig, json))
-      const verbs = yield* Ibverbs.make({ library: so })
+      const verbs = yield* Ibverbs.make({ library: so, sysfs: join(build.dir, "sys") })
       const [device] = yield* openDevices(verbs, engine, ["fake0"])
       const scope = yield* Scope.make()
       yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
@@ -155,6 +160,59 @@ describe.skipIf(skip)("the RDMA endpoint over Ibverbs beyond RoCE port 1", () =>
       expect(e.message).toBe(
         "the notify QP needs 256 work requests each way (transports/rdma/notify/slots); fake0 allows max_qp_wr 128"
       )
+    })
+  )
+
+  /** A RoCE port's GIDs: 0 RoCE v1 link-local, 1 RoCE v2 10.1.2.3 (an overlay range), 2 RoCE v2 192.168.1.5; all eth0. */
+  const scriptGids = () => {
+    const ndevs = join(build.dir, "sys/class/infiniband/fake0/ports/1/gid_attrs/ndevs")
+    mkdirSync(ndevs, { recursive: true })
+    const rows: ReadonlyArray<readonly [ReadonlyArray<number>, number]> = [
+      [[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0x02, 0xc9, 0xff, 0xfe, 0xa1, 0xb2, 0xc9], GidType.ROCE_V1],
+      [[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 1, 2, 3], GidType.ROCE_V2],
+      [[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 168, 1, 5], GidType.ROCE_V2]
+    ]
+    rows.forEach(([raw, type], i) => {
+      fake.setGid(i, Uint8Array.from(raw), type)
+      writeFileSync(join(ndevs, String(i)), "eth0\n")
+    })
+  }
+
+  const rtrSgids = () =>
+    fake
+      .takeLog()
+      .filter((r) => r.kind === "modify_qp" && r.qp_state === QpState.RTR)
+      .map((r) => (r.ah as { sgid_index: number }).sgid_index)
+
+  it.scoped(
+    "gid_index -1 picks TENT's GID (RoCE v2, IPv4-mapped, non-overlay: 2): in the descriptor and every GRH",
+    () =>
+      Effect.gen(function* () {
+        scriptGids()
+        const ep = yield* endpointOn({ transports: { rdma: { device: { gid_index: -1 } } } })
+        expect(ep.localDesc("peer@fake0").local_gid).toBe("00:00:00:00:00:00:00:00:00:00:ff:ff:c0:a8:01:05")
+        fake.takeLog()
+        yield* ep.accept(peer(ep, {}))
+        expect(rtrSgids()).toEqual([2, 2, 2])
+      })
+  )
+
+  it.scoped("negative control: gid_index 0 (what -1 used to mean) puts the RoCE v1 link-local GID on the wire", () =>
+    Effect.gen(function* () {
+      scriptGids()
+      const ep = yield* endpointOn({ transports: { rdma: { device: { gid_index: 0 } } } })
+      expect(ep.localDesc("peer@fake0").local_gid).toBe("fe:80:00:00:00:00:00:00:02:02:c9:ff:fe:a1:b2:c9")
+      fake.takeLog()
+      yield* ep.accept(peer(ep, {}))
+      expect(rtrSgids()).toEqual([0, 0, 0])
+    })
+  )
+
+  it.scoped('an explicit gid_index naming an empty slot fails at open, as TENT\'s "Uninitialized GID"', () =>
+    Effect.gen(function* () {
+      scriptGids()
+      const e = yield* Effect.flip(endpointOn({ transports: { rdma: { device: { gid_index: 7 } } } }))
+      expect(e.message).toBe("GID 7 of fake0 port 1 is empty (transports/rdma/device/gid_index)")
     })
   )
 })

@@ -265,6 +265,20 @@ export type EventType = (typeof EventType)[keyof typeof EventType]
 export const LinkLayer = { UNSPECIFIED: 0, INFINIBAND: 1, ETHERNET: 2 } as const
 
 /**
+ * `enum ibv_gid_type`: what a GID table entry addresses (`struct ibv_gid_entry.gid_type`).
+ *
+ * @since 0.2.0
+ */
+export const GidType = { IB: 0, ROCE_V1: 1, ROCE_V2: 2 } as const
+
+/**
+ * A value of {@link GidType}.
+ *
+ * @since 0.2.0
+ */
+export type GidType = (typeof GidType)[keyof typeof GidType]
+
+/**
  * The InfiniBand RNR NAK timer encoding (IBA table 45): `min_rnr_timer` → milliseconds the requester waits before it
  * retries after a Receiver-Not-Ready NAK. 0 encodes the longest delay, 655.36 ms.
  *

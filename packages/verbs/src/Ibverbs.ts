@@ -24,6 +24,11 @@ import { Verbs, type VerbsShape } from "./Verbs.js"
 export interface Options {
   /** The libibverbs to load: a soname or a path (tests point it at an ABI-compatible double). */
   readonly library?: string
+  /**
+   * Where sysfs is mounted (default `/sys`): GID auto-selection reads each GID's network device from
+   * `class/infiniband/<device>/ports/<port>/gid_attrs/ndevs/<index>` under it, as TENT does. Since 0.2.0.
+   */
+  readonly sysfs?: string
 }
 
 /**
@@ -104,7 +109,7 @@ export const make = (options: Options = {}): Effect.Effect<VerbsShape> =>
     return {
       provider: "ibverbs",
       getDeviceList: Device.getDeviceList(lib),
-      openDevice: (name: string) => Device.openDevice(lib, name)
+      openDevice: (name: string) => Device.openDevice(lib, name, options.sysfs)
     }
   })
 

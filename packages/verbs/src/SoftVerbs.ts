@@ -10,7 +10,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer, type Scope, Stream } from "effect"
-import { AccessFlags, Errno, LinkLayer, Mtu } from "./Constants.js"
+import { AccessFlags, Errno, GidType, LinkLayer, Mtu } from "./Constants.js"
 import { DeviceNotFound, type InvalidFaults, RdmaError } from "./Errors.js"
 import { softGid } from "./soft/Address.js"
 import { DEFAULT_TRIM_THRESHOLD, type HeapTrim, heapTrim, keepHeapTop } from "./soft/Heap.js"
@@ -262,6 +262,11 @@ const makeContext = (device: SoftDevice): DeviceContext => {
       portNum === 1 && index === 0
         ? Effect.sync(() => softGid(device.host, device.port))
         : Effect.fail(rdmaError("ibv_query_gid", Errno.EINVAL, "SoftVerbs ports have one GID: port 1, index 0")),
+    // The one GID, typed RoCE v2 and bound to no kernel network device; auto-selection picks it as the only one.
+    queryGidEntry: (portNum, index) =>
+      portNum === 1 && index === 0
+        ? Effect.sync(() => ({ index, gid: softGid(device.host, device.port), gidType: GidType.ROCE_V2, ndev: "" }))
+        : Effect.fail(rdmaError("ibv_query_gid_ex", Errno.EINVAL, "SoftVerbs ports have one GID: port 1, index 0")),
     allocPd: Effect.acquireRelease(
       Effect.sync(() => makePd(device.allocPd())),
       () => Effect.void

@@ -15,7 +15,7 @@
  */
 import type { Effect, Scope, Stream } from "effect"
 import { Context } from "effect"
-import type { EventType, Mtu, PortState, QpState, QpType, WcOpcode, WcStatus, WrOpcode } from "./Constants.js"
+import type { EventType, GidType, Mtu, PortState, QpState, QpType, WcOpcode, WcStatus, WrOpcode } from "./Constants.js"
 import type { DeviceNotFound, RdmaError } from "./Errors.js"
 
 /**
@@ -24,6 +24,20 @@ import type { DeviceNotFound, RdmaError } from "./Errors.js"
  * @since 0.1.0
  */
 export type Gid = Uint8Array
+
+/**
+ * One GID table entry as `ibv_query_gid_ex` reports it (`struct ibv_gid_entry`), with the name of the network device
+ * the kernel bound it to (sysfs `gid_attrs/ndevs/<index>`; empty when none, as on native InfiniBand or an unbound
+ * entry).
+ *
+ * @since 0.2.0
+ */
+export interface GidEntry {
+  readonly index: number
+  readonly gid: Gid
+  readonly gidType: GidType
+  readonly ndev: string
+}
 
 /**
  * What `ibv_get_device_list` names: a device and its node GUID (as 16 hex digits).
@@ -399,6 +413,11 @@ export interface DeviceContext {
   queryPort(portNum: number): Effect.Effect<PortAttr, RdmaError>
   /** `ibv_query_gid`. On SoftVerbs GID 0 of port 1 carries the device's UDP address. */
   queryGid(portNum: number, index: number): Effect.Effect<Gid, RdmaError>
+  /**
+   * `ibv_query_gid_ex` plus the entry's network device: what GID auto-selection (`Gid.selectGidIndex`) weighs. An
+   * empty table slot is `RdmaError` (ENODATA on rdma-core). Since 0.2.0.
+   */
+  queryGidEntry(portNum: number, index: number): Effect.Effect<GidEntry, RdmaError>
   /** `ibv_alloc_pd`. */
   readonly allocPd: Effect.Effect<ProtectionDomain, RdmaError, Scope.Scope>
   /** `ibv_create_cq` with a completion channel. */

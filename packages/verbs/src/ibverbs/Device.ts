@@ -15,6 +15,7 @@ import type {
   DeviceContext,
   DeviceInfo,
   Gid,
+  GidEntry,
   MemoryRegion,
   PortAttr,
   ProtectionDomain,
@@ -23,6 +24,7 @@ import type {
 } from "../Verbs.js"
 import { addressOf, decodeFields, fieldsOf, readU64, stableBuffer, viewAt } from "./Codec.js"
 import { type CqOps, IbvCompletionQueue } from "./CompletionQueue.js"
+import { type GidSource, queryGidEntry } from "./GidEntry.js"
 import { ibv_device_attr, ibv_port_attr, Off, Size, verbs_context } from "./Layout.js"
 import {
   address,
@@ -105,7 +107,8 @@ export const getDeviceList = (lib: Library): Effect.Effect<ReadonlyArray<DeviceI
 /** `ibv_open_device` by name, closed when the scope closes. */
 export const openDevice = (
   lib: Library,
-  name: string
+  name: string,
+  sysfs = "/sys"
 ): Effect.Effect<DeviceContext, DeviceNotFound | RdmaError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.suspend(() => {
@@ -126,7 +129,7 @@ export const openDevice = (
       if (r._tag === "Left") return Effect.fail(r.left)
       const opened = r.right
       if (opened instanceof DeviceNotFound || opened instanceof RdmaError) return Effect.fail(opened)
-      return Effect.succeed(new IbvDevice(lib, opened.ctx, opened.info))
+      return Effect.succeed(new IbvDevice(lib, opened.ctx, opened.info, sysfs))
     }),
     (device) => device.close
   )
@@ -146,13 +149,24 @@ export class IbvDevice implements DeviceContext {
   readonly #gidBuf = stableBuffer(16)
   #closed = false
 
+  readonly #gidSource: GidSource
+
   constructor(
     lib: Library,
     ctx: number,
-    readonly device: DeviceInfo
+    readonly device: DeviceInfo,
+    sysfs: string
   ) {
     this.#lib = lib
     this.#ctx = ctx
+    this.#gidSource = {
+      lib,
+      ctx,
+      device: device.name,
+      sysfs,
+      queryGid: (port, index) => this.queryGid(port, index),
+      linkLayer: (port) => Effect.map(this.queryPort(port), (p) => p.linkLayer)
+    }
     // The static inline verbs dispatch through ibv_context.ops; decode each function pointer once.
     const v = viewAt(ctx, Size.context)
     this.#cqOps = {
@@ -239,6 +253,10 @@ export class IbvDevice implements DeviceContext {
       if (rc !== 0) return Effect.fail(rdmaError("ibv_query_gid", errnoOf(rc), `of port ${portNum} index ${index} `))
       return Effect.succeed(new Uint8Array(this.#gidBuf))
     })
+  }
+
+  queryGidEntry(portNum: number, index: number): Effect.Effect<GidEntry, RdmaError> {
+    return queryGidEntry(this.#gidSource, portNum, index)
   }
 
   readonly allocPd: Effect.Effect<ProtectionDomain, RdmaError, Scope.Scope> = Effect.acquireRelease(

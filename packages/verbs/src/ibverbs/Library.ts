@@ -44,7 +44,14 @@ const optional = (lib: LibraryHandle) => {
     /** `ibv_reg_mr_iova2` (symbol version `IBVERBS_1.8`; older rdma-core lacks it): what the `ibv_reg_mr` macro calls for access bits 20–29. */
     regMrIova2: lookup<(pd: number, addr: number, length: number, iova: number, access: number) => Pointer>(() =>
       lib.func("ibv_reg_mr_iova2", ptr, [ptr, ptr, "size_t", "uint64_t", "unsigned int"])
-    )
+    ),
+    /**
+     * `_ibv_query_gid_ex` (symbol version `IBVERBS_1.11`, rdma-core v32): what the `ibv_query_gid_ex` inline calls;
+     * returns 0 or the errno. Older rdma-core lacks it, and a GID's type then comes from sysfs.
+     */
+    queryGidEx: lookup<
+      (ctx: number, port: number, index: number, entry: number, flags: number, entrySize: number) => number
+    >(() => lib.func("_ibv_query_gid_ex", "int", [ptr, "uint32_t", "uint32_t", ptr, "uint32_t", "size_t"]))
   }
 }
 

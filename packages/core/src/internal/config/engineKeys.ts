@@ -115,7 +115,7 @@ export const engineKeys = {
     positive
   ),
   "transports/rdma/device/port": int(1, "port number of every device", positive),
-  "transports/rdma/device/gid_index": int(-1, "GID index; -1 = automatic (0)", {
+  "transports/rdma/device/gid_index": int(-1, "GID index; -1 = chosen as TENT does (RoCE v2 IPv4-mapped or IB first)", {
     check: (n) => n >= -1,
     message: "must be -1 (automatic) or an index"
   }),

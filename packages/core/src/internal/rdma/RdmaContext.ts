@@ -6,7 +6,9 @@
  * runs as the CQs' completion-channel listener and hands each completion to the slice engine.
  */
 import {
+  autoSelectGid,
   type CompletionQueue,
+  type DeviceContext,
   Errno,
   EventType,
   type Mtu,
@@ -45,6 +47,43 @@ export const selectDevices = (verbs: VerbsShape, settings: EngineSettings): Effe
         .filter((n) => !settings.blacklist.includes(n))
   )
 
+/**
+ * The GID a device's QPs use: `gid_index` -1 picks one as TENT does (`autoSelectGid`: RoCE v2 IPv4-mapped or IB on a
+ * non-overlay network device first); an explicit index must be inside the port's table. A zero GID fails, as in TENT.
+ */
+const resolveGid = (ctx: DeviceContext, name: string, portNum: number, gidIndex: number) =>
+  Effect.gen(function* () {
+    let sgidIndex = gidIndex
+    if (gidIndex < 0) {
+      const picked = yield* autoSelectGid(ctx, portNum)
+      sgidIndex = picked.entry.index
+      yield* Effect.logInfo(
+        `${name} port ${portNum}: GID index ${sgidIndex} chosen automatically (${picked.choice}` +
+          `${picked.entry.ndev === "" ? "" : `, ${picked.entry.ndev}`})`
+      )
+    } else {
+      const port = yield* ctx.queryPort(portNum)
+      if (gidIndex >= port.gidTblLen) {
+        return yield* new RdmaError({
+          op: "ibv_query_gid",
+          errno: Errno.EINVAL,
+          message:
+            `transports/rdma/device/gid_index ${gidIndex} is past the GID table of ${name} port ` +
+            `${portNum} (${port.gidTblLen} entries)`
+        })
+      }
+    }
+    const gid = yield* ctx.queryGid(portNum, sgidIndex)
+    if (gid.every((b) => b === 0)) {
+      return yield* new RdmaError({
+        op: "ibv_query_gid",
+        errno: Errno.EINVAL,
+        message: `GID ${sgidIndex} of ${name} port ${portNum} is empty (transports/rdma/device/gid_index)`
+      })
+    }
+    return { sgidIndex, gid }
+  })
+
 /** Opens `names` (closed with the scope) and follows each one's port events. */
 export const openDevices = (
   verbs: VerbsShape,
@@ -65,17 +104,7 @@ export const openDevices = (
       // TENT's `device/port` (not always 1), its link layer and LID, and what the device allows.
       const limits = yield* Rc.queryLimits(ctx, settings.device.port)
       const port = limits.port
-      const sgidIndex = settings.device.gidIndex === -1 ? 0 : settings.device.gidIndex
-      if (sgidIndex >= port.gidTblLen) {
-        return yield* new RdmaError({
-          op: "ibv_query_gid",
-          errno: Errno.EINVAL,
-          message:
-            `transports/rdma/device/gid_index ${sgidIndex} is past the GID table of ${name} port ` +
-            `${settings.device.port} (${port.gidTblLen} entries)`
-        })
-      }
-      const gid = yield* ctx.queryGid(settings.device.port, sgidIndex)
+      const { sgidIndex, gid } = yield* resolveGid(ctx, name, settings.device.port, settings.device.gidIndex)
       const cqe = Rc.clampCqe(settings.device.maxCqe, limits)
       const notifyCq = yield* ctx.createCq(cqe)
       const dataCqs: Array<CompletionQueue> = []
