@@ -8,8 +8,9 @@
  * silently falls back to the default on a type mismatch, a value of the wrong JSON type or out of range fails at
  * start with a `ConfigError` that names the key. Keys the engine does not read are ignored (TENT files carry many).
  *
- * Environment: `MC_TENT_CONF` (a file path or inline JSON) replaces the file, as in TENT; TENT's legacy variables
- * `MC_RETRY_CNT`, `MC_MTU`, `MC_IB_TC`, `MC_IB_SL` map to their keys; and any key can be set by its constant-case
+ * Environment: `MC_TENT_CONF` (a file path or inline JSON) replaces the file, as in TENT; TENT's legacy `MC_*`
+ * variables map to their keys ({@link legacyEnv}; those for keys this engine lacks are logged and ignored,
+ * {@link ignoredLegacyEnv}); and any key can be set by its constant-case
  * name (`transports/rdma/endpoint/path_mtu` → `TRANSPORTS_RDMA_ENDPOINT_PATH_MTU`, `rpc/notify_timeout_ms` →
  * `RPC_NOTIFY_TIMEOUT_MS`). The environment wins over the file.
  *
@@ -79,19 +80,50 @@ export const keys = {
 export type Key = keyof typeof keys
 
 /**
- * TENT's legacy environment variables and the key each sets.
+ * TENT's legacy environment variables and the key each sets: every one `ConfigHelper::loadFromEnv` maps
+ * (`tent/src/common/config.cpp:137-185`) to a key this engine has, in TENT's order (a later one wins:
+ * `NCCL_IB_GID_INDEX` over `MC_GID_INDEX`), then TENT's metrics variables. A wrong value fails at start naming the
+ * variable; a key's own constant-case name (`TRANSPORTS_RDMA_ENDPOINT_PATH_MTU`) wins over all of them.
  *
  * @since 0.1.0
  */
 export const legacyEnv: Record<string, Key> = {
-  MC_RETRY_CNT: "transports/rdma/workers/max_retry_count",
+  MC_NUM_CQ_PER_CTX: "transports/rdma/device/num_cq_list",
+  MC_IB_PORT: "transports/rdma/device/port",
+  MC_GID_INDEX: "transports/rdma/device/gid_index",
+  NCCL_IB_GID_INDEX: "transports/rdma/device/gid_index",
+  MC_MAX_CQE_PER_CTX: "transports/rdma/device/max_cqe",
+  MC_MAX_EP_PER_CTX: "transports/rdma/endpoint/endpoint_store_cap",
+  MC_MAX_SGE: "transports/rdma/endpoint/max_sge",
+  MC_MAX_WR: "transports/rdma/endpoint/max_qp_wr",
+  MC_MAX_INLINE: "transports/rdma/endpoint/max_inline_bytes",
+  MC_PKEY_INDEX: "transports/rdma/endpoint/pkey_index",
   MC_MTU: "transports/rdma/endpoint/path_mtu",
   MC_IB_TC: "transports/rdma/endpoint/traffic_class",
   MC_IB_SL: "transports/rdma/endpoint/service_level",
+  MC_WORKERS_PER_CTX: "transports/rdma/workers/num_workers",
+  MC_SLICE_SIZE: "transports/rdma/workers/block_size",
+  MC_RETRY_CNT: "transports/rdma/workers/max_retry_count",
   MC_TE_FILTERS: "topology/rdma_whitelist",
   MC_TE_FILTERS_EXCLUDE: "topology/rdma_blacklist",
   // TENT's metrics variables (TENT_METRICS_ENABLED, …), as `MetricsConfig.load` reads them
   ...MetricsConfig.env
+}
+
+/**
+ * TENT's legacy variables whose keys this engine does not have, each with the key TENT sets: accepted, and logged as
+ * a warning naming the variable when set. Completion channels (one per CQ here), PCI relaxed ordering, GPUDirect,
+ * slice-affinity logging, a custom topology file and RPC server threads have no counterpart in this engine.
+ *
+ * @since 0.2.0
+ */
+export const ignoredLegacyEnv: Record<string, string> = {
+  MC_NUM_COMP_CHANNELS_PER_CTX: "transports/rdma/device/num_comp_channels",
+  MC_IB_PCI_RELAXED_ORDERING: "transports/rdma/pci_relaxed_ordering",
+  MC_DISABLE_GPU_DIRECT_RDMA: "transports/rdma/disable_gpu_direct_rdma",
+  MC_LOG_RDMA_SLICE_AFFINITY: "transports/rdma/log_slice_affinity",
+  MC_CUSTOM_TOPO_JSON: "topology/custom_json_path",
+  MC_TENT_RPC_THREADS: "rpc_server_threads"
 }
 
 /**
@@ -109,7 +141,8 @@ export const envName: (key: string) => string = Provider.envName
  */
 export const provider = (
   source: ConfigSource = {}
-): Effect.Effect<ConfigProvider.ConfigProvider, ConfigError.ConfigError> => Provider.make(keys, legacyEnv, source)
+): Effect.Effect<ConfigProvider.ConfigProvider, ConfigError.ConfigError> =>
+  Provider.make(keys, legacyEnv, source, ignoredLegacyEnv)
 
 const read = readers(engineKeys)
 

@@ -7,6 +7,40 @@ import { readFileSync } from "node:fs"
 import { type ConfigError, ConfigProvider, Effect, Either } from "effect"
 import { fromJsonValue, invalid, type KeySpec } from "./KeySpec.js"
 
+/**
+ * A legacy variable's value checked against its key's type and accepted values, or a `ConfigError` on the key whose
+ * message names the variable (`MC_MTU=1000: must be 512, 1024, 2048 or 4096`). Lists are trimmed and empty items
+ * dropped, as TENT's `setArrayConfig` does.
+ */
+const legacyValue = (
+  name: string,
+  key: string,
+  spec: KeySpec | undefined,
+  raw: string
+): Either.Either<string, ConfigError.ConfigError> => {
+  const bad = (why: string) => Either.left(invalid(key, `${name}=${JSON.stringify(raw)} (sets ${key}): ${why}`))
+  const v = raw.trim()
+  switch (spec?.kind) {
+    case "int": {
+      if (!/^-?\d+$/.test(v)) return bad("expected an integer")
+      const n = Number(v)
+      return spec.valid === undefined || spec.valid.check(n) ? Either.right(v) : bad(spec.valid.message)
+    }
+    case "bool":
+      return /^(true|false|yes|no|on|off|1|0)$/i.test(v) ? Either.right(v.toLowerCase()) : bad("expected true or false")
+    case "strings":
+      return Either.right(
+        raw
+          .split(",")
+          .map((item) => item.trim())
+          .filter((item) => item !== "")
+          .join(",")
+      )
+    default:
+      return Either.right(raw)
+  }
+}
+
 /** Where the configuration comes from. */
 export interface ConfigSource {
   /** The parsed `transfer-engine.json` (or an object in code). */
@@ -66,13 +100,15 @@ const sourceJson = (
 
 /**
  * Builds the `ConfigProvider` of a source for the keys of `table`: JSON values type-checked per key, `legacyEnv`
- * variables and then each key's {@link envName} over the file. Fails with a `ConfigError` naming the key on a value
- * of the wrong type, or when the file or `MC_TENT_CONF` does not parse.
+ * variables and then each key's {@link envName} over the file; each `ignoredEnv` variable that is set is logged as a
+ * warning naming it. Fails with a `ConfigError` naming the key on a value of the wrong type (naming the variable too
+ * for a legacy one), or when the file or `MC_TENT_CONF` does not parse.
  */
 export const make = (
   table: Readonly<Record<string, KeySpec>>,
   legacyEnv: Readonly<Record<string, string>>,
-  source: ConfigSource
+  source: ConfigSource,
+  ignoredEnv: Readonly<Record<string, string>> = {}
 ): Effect.Effect<ConfigProvider.ConfigProvider, ConfigError.ConfigError> =>
   Effect.suspend(() => {
     const env = source.env ?? {}
@@ -86,11 +122,20 @@ export const make = (
     }
     for (const [name, key] of Object.entries(legacyEnv)) {
       const v = env[name]
-      if (v !== undefined && v !== "") map.set(key, v)
+      if (v === undefined || v === "") continue
+      const checked = legacyValue(name, key, table[key], v)
+      if (Either.isLeft(checked)) return Effect.fail(checked.left)
+      map.set(key, checked.right)
     }
     for (const key of Object.keys(table)) {
       const v = env[envName(key)]
       if (v !== undefined && v !== "") map.set(key, v)
     }
-    return Effect.succeed(ConfigProvider.fromMap(map, { pathDelim: "/", seqDelim: "," }))
+    const ignored = Object.entries(ignoredEnv).filter(([name]) => (env[name] ?? "") !== "")
+    return Effect.as(
+      Effect.forEach(ignored, ([name, key]) =>
+        Effect.logWarning(`${name} is accepted and ignored: TENT maps it to ${key}, which this engine does not have`)
+      ),
+      ConfigProvider.fromMap(map, { pathDelim: "/", seqDelim: "," })
+    )
   })
