@@ -57,7 +57,7 @@ const resolveGid = (ctx: DeviceContext, name: string, portNum: number, gidIndex:
     if (gidIndex < 0) {
       const picked = yield* autoSelectGid(ctx, portNum)
       sgidIndex = picked.entry.index
-      yield* Effect.logInfo(
+      yield* Effect.logDebug(
         `${name} port ${portNum}: GID index ${sgidIndex} chosen automatically (${picked.choice}` +
           `${picked.entry.ndev === "" ? "" : `, ${picked.entry.ndev}`})`
       )
