@@ -23,6 +23,7 @@ import { engineKeys } from "./internal/config/engineKeys.js"
 import { invalid, type KeySpec, readers } from "./internal/config/KeySpec.js"
 import type { ConfigSource } from "./internal/config/provider.js"
 import * as Provider from "./internal/config/provider.js"
+import { parsePools, settleLanes } from "./internal/config/rdmaKeys.js"
 import * as MetricsConfig from "./MetricsConfig.js"
 
 export {
@@ -88,12 +89,14 @@ export type Key = keyof typeof keys
  * @since 0.1.0
  */
 export const legacyEnv: Record<string, Key> = {
+  MC_RDMA_BIND_ADDRESS: "transports/rdma/bind_address",
   MC_NUM_CQ_PER_CTX: "transports/rdma/device/num_cq_list",
   MC_IB_PORT: "transports/rdma/device/port",
   MC_GID_INDEX: "transports/rdma/device/gid_index",
   NCCL_IB_GID_INDEX: "transports/rdma/device/gid_index",
   MC_MAX_CQE_PER_CTX: "transports/rdma/device/max_cqe",
   MC_MAX_EP_PER_CTX: "transports/rdma/endpoint/endpoint_store_cap",
+  MC_NUM_QP_PER_EP: "transports/rdma/endpoint/qp_mul_factor",
   MC_MAX_SGE: "transports/rdma/endpoint/max_sge",
   MC_MAX_WR: "transports/rdma/endpoint/max_qp_wr",
   MC_MAX_INLINE: "transports/rdma/endpoint/max_inline_bytes",
@@ -202,7 +205,12 @@ export interface EngineSettings {
   readonly autoFailoverOnPoll: boolean
   readonly rdmaEnable: boolean
   readonly tcpEnable: boolean
+  /** `transports/rdma/num_lanes`, or `endpoint/qp_mul_factor` when only that is set (TENT's `configureLaneCount`). */
   readonly numLanes: number
+  /** `transports/rdma/bind_address`: the host of this engine's NIC paths; "" = the segment name. Since 0.2.0. */
+  readonly rdmaBindAddress: string
+  /** `transports/rdma/endpoint/qp_pools`, validated; accepted and not applied. Since 0.2.0. */
+  readonly qpPools: ReadonlyArray<QpPool>
   readonly maxTimeoutNs: number
   readonly endpoint: EndpointParams
   /** `transports/rdma/notify/*`. */
@@ -275,6 +283,28 @@ const notifyConfig: Config.Config<NotifySlotSettings> = Config.all({
 )
 
 /**
+ * One of TENT's named QP pools (`transports/rdma/endpoint/qp_pools`, `params.h:46-52`): -1 = the global SL/TC.
+ *
+ * @since 0.2.0
+ */
+export interface QpPool {
+  readonly name: string
+  readonly numQp: number
+  readonly serviceLevel: number
+  readonly trafficClass: number
+}
+
+/** The lane count as TENT's `configureLaneCount` (`rdma_transport.cpp:86-154`) settles it for `num_lanes` and its
+ * legacy name `endpoint/qp_mul_factor`: `num_lanes` when set, else `qp_mul_factor` when set, else 6; both set and
+ * different fails. (TENT also folds `device/num_cq_list` and `workers/num_workers` in; here they stay separate.)
+ */
+const lanesConfig = Config.all({
+  lanes: read.int("transports/rdma/num_lanes"),
+  lanesSet: Config.option(Config.integer("transports/rdma/num_lanes")),
+  qpMulFactor: read.int("transports/rdma/endpoint/qp_mul_factor")
+}).pipe(Config.mapOrFail(settleLanes))
+
+/**
  * The engine's settings read from the current `ConfigProvider`.
  *
  * @since 0.1.0
@@ -288,7 +318,9 @@ export const config: Config.Config<EngineSettings> = Config.all({
   autoFailoverOnPoll: read.bool("enable_auto_failover_on_poll"),
   rdmaEnable: read.bool("transports/rdma/enable"),
   tcpEnable: read.bool("transports/tcp/enable"),
-  numLanes: read.int("transports/rdma/num_lanes"),
+  numLanes: lanesConfig,
+  rdmaBindAddress: read.string("transports/rdma/bind_address"),
+  qpPools: read.json("transports/rdma/endpoint/qp_pools").pipe(Config.mapOrFail(parsePools)),
   maxTimeoutNs: read.int("transports/rdma/max_timeout_ns"),
   endpoint: Config.all({
     pathMtu: read.int("transports/rdma/endpoint/path_mtu"),

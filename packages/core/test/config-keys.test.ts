@@ -48,6 +48,10 @@ const defaultsBefore = {
   "transports/rdma/enable": true,
   "transports/tcp/enable": true,
   "transports/rdma/num_lanes": 6,
+  // TENT's keys added in 0.2.0, with TENT's defaults (qp_mul_factor read unset: rdma_transport.cpp:92-93).
+  "transports/rdma/endpoint/qp_mul_factor": -1,
+  "transports/rdma/endpoint/qp_pools": [],
+  "transports/rdma/bind_address": "",
   "transports/rdma/max_timeout_ns": 10_000_000_000,
   "transports/rdma/endpoint/path_mtu": 4096,
   "transports/rdma/endpoint/min_rnr_timer": 12,

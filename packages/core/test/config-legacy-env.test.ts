@@ -17,6 +17,8 @@ const settings = (env: Record<string, string>) =>
 const table: ReadonlyArray<
   readonly [name: string, value: string, read: (s: EngineConfig.EngineSettings) => unknown, want: unknown, bad: string]
 > = [
+  ["MC_RDMA_BIND_ADDRESS", "10.0.0.7", (s) => s.rdmaBindAddress, "10.0.0.7", ""],
+  ["MC_NUM_QP_PER_EP", "4", (s) => s.numLanes, 4, "0"],
   ["MC_NUM_CQ_PER_CTX", "3", (s) => s.device.numCqList, 3, "0"],
   ["MC_IB_PORT", "2", (s) => s.device.port, 2, "0"],
   ["MC_GID_INDEX", "3", (s) => s.device.gidIndex, 3, "-2"],

@@ -53,6 +53,8 @@ export const descriptorLayer: Layer.Layer<
           transports: [...(r.mrs.length > 0 ? ["rdma"] : []), ...(tcp !== undefined ? ["tcp"] : [])]
         })
       ),
+      // TENT writes `rdma_server_name` only when it differs from the segment's name (rdma_transport.cpp:636-640).
+      ...(rdma !== undefined && rdma.serverName !== segmentName ? { rdma_server_name: rdma.serverName } : {}),
       ...incarnation
     })
   })

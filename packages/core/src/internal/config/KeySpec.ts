@@ -5,7 +5,7 @@
 import { Config, ConfigError, Either } from "effect"
 
 /** The JSON type a key takes. */
-export type KeyKind = "int" | "bool" | "string" | "strings"
+export type KeyKind = "int" | "bool" | "string" | "strings" | "json"
 
 /**
  * One configuration key: its type, default, description and (for integers) the values it accepts. `RpcConfig.keys`
@@ -46,6 +46,8 @@ export const fromJsonValue = (
       return Array.isArray(value) && value.every((s) => typeof s === "string" && !s.includes(","))
         ? Either.right(value.join(","))
         : Either.left(invalid(key, `Expected an array of names, got ${JSON.stringify(value)}`))
+    case "json":
+      return Either.right(JSON.stringify(value))
   }
 }
 
@@ -66,6 +68,8 @@ export const readers = <K extends string>(table: Readonly<Record<K, KeySpec>>) =
     },
     bool: (key: K): Config.Config<boolean> => described(key, Config.boolean(key), table[key].default as boolean),
     string: (key: K): Config.Config<string> => described(key, Config.string(key), table[key].default as string),
+    /** A `json` key: its JSON text (the environment's or the file's value re-serialized), parsed by the caller. */
+    json: (key: K): Config.Config<string> => described(key, Config.string(key), JSON.stringify(table[key].default)),
     strings: (key: K): Config.Config<ReadonlyArray<string>> =>
       described(key, Config.array(Config.string(), key), table[key].default as ReadonlyArray<string>)
   }

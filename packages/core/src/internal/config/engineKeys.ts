@@ -54,6 +54,23 @@ export const engineKeys = {
     check: (n) => n >= 1 && n <= 64,
     message: "must be in 1..64"
   }),
+  "transports/rdma/endpoint/qp_mul_factor": int(
+    -1,
+    "TENT's legacy name of num_lanes (MC_NUM_QP_PER_EP); -1 = unset. Set alone it sets the lane count; set with a different num_lanes it fails",
+    { check: (n) => n === -1 || (n >= 1 && n <= 64), message: "must be -1 (unset) or in 1..64" }
+  ),
+  "transports/rdma/endpoint/qp_pools": {
+    kind: "json",
+    default: [],
+    description:
+      "TENT's named QP pools ([{name, num_qp, service_level?, traffic_class?}]): validated and accepted, not applied (one pool at the global SL/TC)"
+  },
+  "transports/rdma/bind_address": {
+    kind: "string",
+    default: "",
+    description:
+      "RDMA-reachable host for NIC paths (MC_RDMA_BIND_ADDRESS); published as the descriptor's rdma_server_name; empty = the segment name"
+  },
   "transports/rdma/max_timeout_ns": int(10_000_000_000, "software timeout of an in-flight slice", positive),
   "transports/rdma/endpoint/path_mtu": int(4096, "data QP path MTU, clamped to the port's active MTU", {
     check: (n) => n === 512 || n === 1024 || n === 2048 || n === 4096,

@@ -58,3 +58,14 @@ export const dataQpParams = (
   }
   return device.limits === undefined ? params : Rc.clampParams(params, device.limits)
 }
+
+/**
+ * The server part of this engine's NIC paths (TENT `rdma_server_name_`, `rdma_transport.cpp:328-343`): with
+ * `transports/rdma/bind_address` set, that host and the port of the segment name (`host:port`; else
+ * `rpc_server_port`); otherwise the segment name itself.
+ */
+export const rdmaServerName = (bindAddress: string, segmentName: string, rpcServerPort: number): string => {
+  if (bindAddress === "") return segmentName
+  const port = /:(\d+)$/.exec(segmentName)?.[1] ?? String(rpcServerPort)
+  return `${bindAddress}:${port}`
+}

@@ -22,7 +22,7 @@ import { EngineDelivery } from "../Delivery.js"
 import { EngineReceipts, ledgerFull } from "../Ledger.js"
 import { LEDGER_FULL, NO_SLOT, NOTIFY_SLOT_BYTES, TOO_LARGE } from "../NotifyChannel.js"
 import { EngineAgent, EngineIdentity, ResendQueue } from "../Services.js"
-import { nicPath, parseNicPath } from "./NicPath.js"
+import { nicPath, parseNicPath, rdmaServerName } from "./NicPath.js"
 import * as NotifyPoller from "./NotifyPoller.js"
 import { type DataCompletionSink, openDevices, pollData, type RdmaDevice, selectDevices } from "./RdmaContext.js"
 import { type EndpointHost, RdmaEndpoint } from "./RdmaEndpoint.js"
@@ -49,6 +49,8 @@ export type RdmaNotifyError =
 /** The RDMA transport. */
 export interface RdmaTransportShape {
   readonly kind: "rdma"
+  /** The server part of this engine's NIC paths: `transports/rdma/bind_address`'s, or the segment name. */
+  readonly serverName: string
   readonly devices: ReadonlyArray<RdmaDevice>
   readonly counters: NotifyPoller.NotifyCounters
   readonly poller: NotifyPoller.NotifyPoller
@@ -149,8 +151,18 @@ export const make = Effect.gen(function* () {
   const endpointScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
   yield* Effect.addFinalizer(() => Effect.forEach(devices, (d) => d.store.clear, { discard: true }))
 
+  const serverName = rdmaServerName(settings.rdmaBindAddress, segmentName, settings.rpcServerPort)
+  if (serverName !== segmentName) {
+    yield* Effect.logDebug(`RDMA NIC paths use ${serverName} (transports/rdma/bind_address; segment ${segmentName})`)
+  }
+  if (settings.qpPools.length > 0) {
+    yield* Effect.logWarning(
+      `transports/rdma/endpoint/qp_pools (${settings.qpPools.map((p) => p.name).join(", ")}) is accepted and not ` +
+        "applied: every endpoint keeps num_lanes data QPs at the global service_level and traffic_class"
+    )
+  }
   const host: EndpointHost = {
-    localServer: segmentName,
+    localServer: serverName,
     params: settings.endpoint,
     numLanes: settings.numLanes,
     retirement,
@@ -306,7 +318,7 @@ export const make = Effect.gen(function* () {
       const nic = desc.devices[0]?.name
       return nic === undefined || desc.rpc_server_addr === "" || desc.name === ""
         ? Effect.fail(new NeedsRefreshCache({ segment, message: "segment has no RDMA device or RPC address" }))
-        : Effect.succeed({ target: { server: desc.name, address: desc.rpc_server_addr }, nic })
+        : Effect.succeed({ target: { server: desc.rdma_server_name || desc.name, address: desc.rpc_server_addr }, nic })
     })
 
   const sendVia: RdmaTransportShape["sendVia"] = (device, segment, peerNic, n, stamp) =>
@@ -388,6 +400,7 @@ export const make = Effect.gen(function* () {
 
   return {
     kind: "rdma",
+    serverName,
     devices,
     counters,
     poller,

@@ -371,12 +371,14 @@ export const make = (
       const known = peers.get(buf)
       if (known !== undefined) return known
       const remoteNics = desc.devices.map((d) => d.name)
+      // TENT `nicPathServerName()`: a peer with an RDMA bind address names its NIC paths by it.
+      const server = desc.rdma_server_name || desc.name
       const peer: Peer = {
-        server: desc.name,
+        server,
         address: desc.rpc_server_addr,
         remoteNics,
         railKeys: remoteNics.map((n) => `${desc.name}/${n}`),
-        epKeys: remoteNics.map((n) => nicPath(desc.name, n)),
+        epKeys: remoteNics.map((n) => nicPath(server, n)),
         rkeys: buf.rkey,
         optimal: devices.map((_, l) => [l, l % remoteNics.length] as const)
       }
