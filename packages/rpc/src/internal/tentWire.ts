@@ -7,7 +7,7 @@
  */
 import type * as Net from "node:net"
 import * as Rpc from "@effect/rpc/Rpc"
-import { Context, Effect, Either, type Runtime } from "effect"
+import { Context, Effect, Either, Exit, type Runtime } from "effect"
 import { ControlPlane, type ControlPlaneHandlers } from "../ControlPlane.js"
 import { DataTooLarge, SegmentRangeInvalid } from "../Errors.js"
 import { makeNotification, type SegmentDesc } from "../Models.js"
@@ -65,12 +65,12 @@ const groupHandler = (
   const entry = runtime.context.unsafeMap.get(rpc.key) as Rpc.Handler<typeof tag> | undefined
   if (entry === undefined) return () => Effect.dieMessage(`no ${tag} handler`)
   const context = Context.merge(entry.context, runtime.context)
-  return (payload) =>
-    Effect.suspend(() => {
-      const result = entry.handler(payload as never, { clientId: 0, headers: {} as never }) as object
-      const effect = (Rpc.isWrapper(result) ? result.value : result) as Effect.Effect<unknown, unknown>
-      return Effect.provide(effect, context)
-    })
+  return (payload) => {
+    const result = entry.handler(payload as never, { clientId: 0, headers: {} as never }) as object
+    const effect = (Rpc.isWrapper(result) ? result.value : result) as Effect.Effect<unknown, unknown>
+    // complete already (`Effect.void`, a failure): no context to provide, no fiber to run it in
+    return Exit.isExit(effect) ? effect : Effect.provide(effect, context)
+  }
 }
 
 /** What TENT answers a `BootstrapRdma` with when it cannot bootstrap, and why this engine cannot on this wire. */
@@ -149,7 +149,13 @@ export const makeTentHandlers = (
       stats.notifyDropped++
       return Effect.succeed(undefined)
     }
-    return notify(makeNotification(decoded.right.name, decoded.right.msg)).pipe(
+    const delivered = notify(makeNotification(decoded.right.name, decoded.right.msg))
+    if (Exit.isExit(delivered)) {
+      if (Exit.isSuccess(delivered)) stats.notified++
+      else stats.notifyDropped++
+      return Exit.void as Exit.Exit<undefined>
+    }
+    return delivered.pipe(
       Effect.matchCause({
         onFailure: () => {
           stats.notifyDropped++

@@ -26,6 +26,7 @@ import {
   u64,
   u64Json
 } from "../internal/tent/bodyJson.js"
+import { isWellFormed } from "../internal/tent/NlohmannJson.js"
 
 export {
   /**
@@ -66,7 +67,11 @@ export interface TentNotification {
  * @since 0.2.0
  */
 export const encodeNotify = (n: TentNotification): Either.Either<Buffer, TentBodyError> =>
-  dump("Notify", { name: n.name, msg: n.msg })
+  // Two well-formed strings: `JSON.stringify` writes nlohmann's bytes (keys in sorted order as given, the same short
+  // escapes, other control characters as lowercase `\u00xx`, everything else raw); else the exact writer refuses.
+  isWellFormed(n.name) && isWellFormed(n.msg)
+    ? Either.right(Buffer.from(JSON.stringify({ msg: n.msg, name: n.name }), "utf8"))
+    : dump("Notify", { name: n.name, msg: n.msg })
 
 /**
  * Decodes a `Notify` body as TENT's `onNotify` does (`control_plane.cpp:450-476`): `name` and `msg` are required
@@ -74,7 +79,33 @@ export const encodeNotify = (n: TentNotification): Either.Either<Buffer, TentBod
  *
  * @since 0.2.0
  */
-export const decodeNotify = (bytes: Uint8Array): Either.Either<TentNotification, TentBodyError> =>
+export const decodeNotify = (bytes: Uint8Array): Either.Either<TentNotification, TentBodyError> => {
+  const fast = quickNotify(bytes)
+  return fast !== undefined ? Either.right(fast) : exactNotify(bytes)
+}
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
+
+/**
+ * The common body, read with the platform's parser: valid UTF-8, an object whose `name` and `msg` are well-formed
+ * strings. Anything else (where `JSON.parse` and nlohmann could differ: bad UTF-8, a lone surrogate escape, a wrong
+ * type) is left to the exact reader, which also gives the typed error.
+ */
+const quickNotify = (bytes: Uint8Array): TentNotification | undefined => {
+  try {
+    const o: unknown = JSON.parse(strictUtf8.decode(bytes))
+    if (typeof o !== "object" || o === null || Array.isArray(o)) return undefined
+    const { name, msg } = o as { name?: unknown; msg?: unknown }
+    if (typeof name !== "string" || typeof msg !== "string" || !isWellFormed(name) || !isWellFormed(msg)) {
+      return undefined
+    }
+    return { name, msg }
+  } catch {
+    return undefined
+  }
+}
+
+const exactNotify = (bytes: Uint8Array): Either.Either<TentNotification, TentBodyError> =>
   guard(() => {
     const o = parseObject("Notify", bytes)
     return {

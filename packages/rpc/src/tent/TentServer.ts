@@ -158,7 +158,15 @@ export const makeConnectionHandler = (
         stats.unknownFuncId++
         return CoroRpc.encodeResponse({ seqNum })
       }
-      const fiber = runFork(Effect.suspend(() => handler(frame.attachment)))
+      let effect: Effect.Effect<Uint8Array | undefined, unknown>
+      try {
+        effect = handler(frame.attachment)
+      } catch (e) {
+        return replyTo(seqNum, Exit.die(e))
+      }
+      // `Effect.void`, `Effect.succeed(..)`: complete already, answered without a fiber
+      if (Exit.isExit(effect)) return replyTo(seqNum, effect as Exit.Exit<Uint8Array | undefined, unknown>)
+      const fiber = runFork(effect)
       const done = fiber.unsafePoll()
       if (done !== null) return replyTo(seqNum, done)
       return new Promise((resolve) => fiber.addObserver((exit) => resolve(replyTo(seqNum, exit))))

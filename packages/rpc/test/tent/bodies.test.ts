@@ -46,6 +46,52 @@ describe("Notify body", () => {
   })
 })
 
+describe("Notify body: the platform's JSON beside nlohmann's exact reader and writer", () => {
+  // A seeded mix of what a name or message can hold: ASCII, every control character, quotes and backslashes,
+  // non-ASCII, astral characters, and lone surrogates (which nlohmann refuses to write and to read).
+  const alphabet = ["a", "Z", "0", " ", '"', "\\", "/", "\u007f", "é", "中", "😀", "\ud800", "\udfff", "\u2028"]
+  for (let c = 0; c < 0x20; c++) alphabet.push(String.fromCharCode(c))
+  let seed = 12345
+  const next = () => {
+    seed = (seed * 1103515245 + 12345) >>> 0
+    return seed
+  }
+  const text = () => {
+    let t = ""
+    for (let n = next() % 12; n > 0; n--) t += alphabet[next() % alphabet.length]
+    return t
+  }
+
+  it("encodeNotify writes exactly what nlohmann's dump writes, or refuses as it does", () => {
+    for (let i = 0; i < 3000; i++) {
+      const n = { name: text(), msg: text() }
+      const exact = NlohmannJson.isDumpable({ msg: n.msg, name: n.name })
+        ? NlohmannJson.stringify({ msg: n.msg, name: n.name })
+        : undefined
+      const got = Bodies.encodeNotify(n)
+      if (exact === undefined) expect(Either.isLeft(got), JSON.stringify(n)).toBe(true)
+      else expect(right(got).toString("utf8"), JSON.stringify(n)).toBe(exact)
+    }
+  })
+
+  it("decodeNotify reads what nlohmann's parser reads, and refuses what it refuses", () => {
+    for (let i = 0; i < 3000; i++) {
+      const n = { name: text(), msg: text() }
+      // bodies with raw lone surrogates and \u escapes of them, as a peer could send
+      const body = `{"name":${JSON.stringify(n.name)},"msg":${JSON.stringify(n.msg)}}`
+      const parsed = NlohmannJson.parse(body)
+      const got = Bodies.decodeNotify(utf8(body))
+      const ok =
+        !(parsed instanceof NlohmannJson.JsonSyntaxError) &&
+        typeof parsed === "object" &&
+        parsed !== null &&
+        !Array.isArray(parsed)
+      if (!ok) expect(Either.isLeft(got), body).toBe(true)
+      else expect(right(got), body).toEqual({ name: n.name, msg: n.msg })
+    }
+  })
+})
+
 describe("BootstrapDesc body", () => {
   // control_plane.h:44-58 + control_plane.cpp:353-356: the NOT_READY reply, as TENT dumps it (checked with g++).
   const notReady =
