@@ -5,9 +5,11 @@
  * @since 0.1.0
  */
 import type * as Net from "node:net"
+import * as Os from "node:os"
 import { Config, type ConfigError, Context, Effect, Layer, type Scope } from "effect"
 import type { ControlPlaneHandlers } from "./ControlPlane.js"
 import { ServerError } from "./Errors.js"
+import { discoverHost } from "./internal/address.js"
 import { makeDataHandlers } from "./internal/data.js"
 import { type BoundListener, bind } from "./internal/listener.js"
 import { makeConnectionHandler } from "./internal/serve.js"
@@ -92,7 +94,11 @@ export class ServerAddress extends Context.Tag("@tent/rpc/ServerAddress")<Server
  * @since 0.1.0
  */
 export interface ListenerOptions {
-  /** Interface to bind; default `127.0.0.1`. */
+  /**
+   * Interface to bind; default `127.0.0.1`. `""`: this host's address as TENT finds it (the first IPv4 address of an
+   * interface other than `lo`, else IPv6), bound alone — TENT binds every interface and advertises that address; with
+   * no authentication on this port yet, the default stays loopback and `""` opens one interface, not all.
+   */
   readonly host?: string | undefined
   /** Port to bind; default 0 (any free port, read it from {@link Listener} or {@link ServerAddress}). */
   readonly port?: number | undefined
@@ -134,11 +140,23 @@ export class Listener extends Context.Tag("@tent/rpc/Listener")<Listener, BoundL
  *
  * @since 0.1.0
  */
-export const makeListener = (options: ListenerOptions = {}): Effect.Effect<BoundListener, ServerError, Scope.Scope> =>
-  bind(options.host ?? "127.0.0.1", options.port ?? 0, {
+export const makeListener = (options: ListenerOptions = {}): Effect.Effect<BoundListener, ServerError, Scope.Scope> => {
+  const host = options.host === "" ? discoverHost(Os.networkInterfaces()) : (options.host ?? "127.0.0.1")
+  if (host === undefined) {
+    return Effect.fail(
+      new ServerError({
+        host: "",
+        port: options.port ?? 0,
+        message:
+          'rpc_server_hostname is "" (find this host\'s address) and no interface but lo has one: set rpc_server_hostname to the address peers reach'
+      })
+    )
+  }
+  return bind(host, options.port ?? 0, {
     maxNotifyBytes: options.maxNotifyBytes ?? defaults.max_notify_bytes,
     maxDataBytes: options.maxDataBytes ?? defaults.max_data_bytes
   })
+}
 
 /**
  * The listener as a Layer.
