@@ -103,9 +103,9 @@ export const notificationAt = (buf: Buffer, r: NotifyRanges): Notification =>
       }
 
 /**
- * The `Notify` body: TENT's RDMA slot layout `[u32 name_len][name][u32 msg_len][msg]` ({@link NotifyWire}), plus the 16-byte stamp
- * trailer when the notification has a stamp, 24 bytes when the stamp has a non-zero epoch (without one the bytes are
- * TENT's).
+ * The `Notify` body: TENT's RDMA slot layout `[u32 name_len][name][u32 msg_len][msg]` ({@link NotifyWire}), plus the
+ * 16-byte stamp trailer when the notification has a stamp, 24 bytes when the stamp has a non-zero epoch (without one
+ * the bytes are the slot's).
  */
 export const notificationCodec: BodyCodec = {
   encode: (w, value) => {
