@@ -250,8 +250,9 @@ export const make = Effect.gen(function* () {
     if (n.stamp !== undefined) return n
     // To a peer with receipts only the ledger stamps (its seqs are dense per destination); a copy that goes outside it
     // is unstamped: delivered at most once, as it is never sent again.
-    if (receipted(segment)) return n
-    const stamp = dedup.stamp(rdma?.peerProto(segment) ?? 0)
+    const proto = rdma?.peerProto(segment) ?? 0
+    if (receipts.known(segment) || receipts.capable(proto)) return n
+    const stamp = dedup.stamp(proto)
     return stamp === undefined ? n : { ...n, stamp }
   }
 

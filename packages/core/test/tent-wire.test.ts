@@ -4,7 +4,7 @@
  * this project in this process, and the engine's own peers keep using the same port with this project's framing.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Bodies, CoroRpc, notificationText, TentClient } from "@tent/rpc"
+import { Bodies, CoroRpc, notificationText, parseAddress, TentClient } from "@tent/rpc"
 import { Effect, Layer, Stream } from "effect"
 import { Series } from "../src/index.js"
 import { engine, rdmaOnly } from "./fixtures/policies.js"
@@ -13,8 +13,9 @@ import { engine, rdmaOnly } from "./fixtures/policies.js"
 const series = Layer.orDie(Series.all)
 
 const hostPort = (address: string) => {
-  const i = address.lastIndexOf(":")
-  return { host: address.slice(0, i), port: Number(address.slice(i + 1)) }
+  const at = parseAddress(address)
+  if (at === undefined) throw new Error(`not host:port: ${address}`)
+  return at
 }
 
 describe("an engine answers TENT's coro_rpc on its control-plane port", () => {
@@ -92,5 +93,19 @@ describe("an engine answers TENT's coro_rpc on its control-plane port", () => {
       const seen = Array.from(got, (n) => notificationText(n).name + notificationText(n).msg).sort()
       expect(seen).toEqual(["from-tent-ts2", "from-tent1", "from-tent3"])
     })
+  )
+
+  it.scopedLive(
+    "a TENT Notify above rpc/max_notify_bytes is dropped as the lean wire refuses it (TENT's wire answers empty)",
+    () =>
+      Effect.gen(function* () {
+        const rx = yield* engine({ rpc: { max_notify_bytes: 64 } }, series)
+        const tent = yield* TentClient.make(hostPort(rx.engine.segmentName))
+        yield* tent.notify("big", "x".repeat(100))
+        yield* tent.notify("small", "fits")
+        const got = yield* rx.engine.notifications.pipe(Stream.runHead, Effect.flatten, Effect.timeout("10 seconds"))
+        // without the limit on this wire the 100-byte one arrives first
+        expect(notificationText(got)).toEqual({ name: "small", msg: "fits" })
+      })
   )
 })

@@ -15,6 +15,8 @@ import { type BoundListener, bind } from "./internal/listener.js"
 import { makeConnectionHandler } from "./internal/serve.js"
 import { makeTentHandlers, sniff, type TentWireStats } from "./internal/tentWire.js"
 import { defaults, RpcConfig } from "./RpcConfig.js"
+import * as Bodies from "./tent/Bodies.js"
+import * as CoroRpc from "./tent/CoroRpc.js"
 import * as TentServer from "./tent/TentServer.js"
 
 /**
@@ -48,10 +50,7 @@ export interface ServerAddressShape extends ListenerShape {
  *
  * @since 0.2.0
  */
-export interface TentWireCounters extends TentWireStats {
-  /** Connections that spoke TENT's wire. */
-  connections: number
-}
+export type TentWireCounters = TentWireStats
 
 /**
  * Where `SendData` / `RecvData` land: the owner's registered memory. `lookup(addr, length)` returns the buffer that
@@ -178,21 +177,28 @@ const serveListener = (
     const stats: DataStats = { sent: 0, received: 0, rejected: 0 }
     const data = makeDataHandlers(listener.limits.maxDataBytes, options.memory, stats)
     const connections = yield* makeConnectionHandler({ ...listener.limits, data })
-    const tentStats: TentWireCounters = { connections: 0, notified: 0, notifyDropped: 0 }
+    const tentStats: TentWireCounters = { notified: 0, notifyDropped: 0 }
     const tent = yield* TentServer.makeConnectionHandler({
-      handlers: makeTentHandlers(yield* Effect.runtime<ControlPlaneHandlers>(), data, tentStats),
+      handlers: makeTentHandlers(
+        yield* Effect.runtime<ControlPlaneHandlers>(),
+        data,
+        listener.limits.maxNotifyBytes,
+        tentStats
+      ),
       // a `Notify` body is JSON: a control character escaped as `\u00xx` takes six bytes
       limits: {
-        maxBody: 64 * 1024,
-        maxAttachment: Math.max(listener.limits.maxDataBytes + 16, listener.limits.maxNotifyBytes * 6 + 64)
+        maxBody: CoroRpc.defaultLimits.maxBody,
+        maxAttachment: Math.max(
+          listener.limits.maxDataBytes + Bodies.XFER_DATA_DESC_BYTES,
+          listener.limits.maxNotifyBytes * 6 + 64
+        )
       }
     })
     // the first bytes of a connection tell its wire: this project's frames or TENT's coro_rpc
     const onSocket = (socket: Net.Socket): void =>
       sniff(socket, (wire) => {
-        if (wire === "lean") return connections.onSocket(socket)
-        tentStats.connections++
-        tent.onSocket(socket)
+        if (wire === "lean") connections.onSocket(socket)
+        else tent.onSocket(socket)
       })
     const attached = yield* Effect.acquireRelease(
       Effect.sync(() => listener.attach(onSocket)),

@@ -20,6 +20,7 @@ import type { DataHandlers } from "./data.js"
 import { FrameReader, Kind } from "./frame.js"
 import { FramedSocket, writeBody, writeFailure } from "./framed.js"
 import type { Limits } from "./listener.js"
+import { destroyAll } from "./sockets.js"
 
 interface Client {
   readonly id: number
@@ -233,17 +234,7 @@ export const makeConnectionHandler = (
       })
     )
 
-    const closeAll = Effect.async<void>((resume) => {
-      const sockets = Array.from(clients.values(), (c) => c.framed.socket).filter((s) => !s.closed)
-      let left = sockets.length
-      if (left === 0) return resume(Effect.void)
-      for (const socket of sockets) {
-        socket.once("close", () => {
-          if (--left === 0) resume(Effect.void)
-        })
-        socket.destroy()
-      }
-    })
+    const closeAll = Effect.suspend(() => destroyAll(Array.from(clients.values(), (c) => c.framed.socket)))
     return { onSocket, closeAll }
   })
 

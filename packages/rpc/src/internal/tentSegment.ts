@@ -17,29 +17,6 @@ import type { BufferDesc, SegmentDesc } from "../Models.js"
 import * as Tent from "../tent/SegmentDesc.js"
 import * as Topology from "./tent/topology.js"
 
-/** TENT's `TransportType` numbers (types.h) and their names (`transportTypeName`). */
-const transportNames = [
-  "unspec",
-  "rdma",
-  "mnnvl",
-  "shm",
-  "nvlink",
-  "gds",
-  "io_uring",
-  "tcp",
-  "ascend",
-  "sunrise_link",
-  "tpu",
-  "ub",
-  "mpcomm"
-] as const
-
-const transportName = (n: number): string => transportNames[n] ?? "unknown"
-const transportNumber = (name: string): number => {
-  const i = transportNames.indexOf(name as (typeof transportNames)[number])
-  return Math.max(i, 0)
-}
-
 /** Reads a stored value as TENT's `from_json` would, every field of the record. */
 export const decodeRecord = (value: string): Either.Either<Tent.SegmentDesc, string> =>
   Either.mapLeft(Tent.decodeSegmentDesc(Buffer.from(value, "utf8")), (e) => e.message)
@@ -72,7 +49,7 @@ export const decode = (value: string): Either.Either<SegmentDesc, string> =>
       if (typeof length === "string") return Either.left(length)
       // A buffer with no key at all (not registered with RDMA) keeps none; a missing slot reads as TENT's zero.
       const rkey = b.rkey.length === 0 ? [] : ids.map((id) => b.rkey[id] ?? 0)
-      buffers.push({ addr, length, rkey, transports: b.transports.map(transportName) })
+      buffers.push({ addr, length, rkey, transports: b.transports.map(Tent.transportTypeName) })
     }
     return Either.right({
       name: s.name,
@@ -101,7 +78,7 @@ export const toRecord = (desc: SegmentDesc, machineId: string): Tent.SegmentDesc
       addr: BigInt(b.addr),
       length: BigInt(b.length),
       location: Topology.WILDCARD,
-      transports: (b.transports ?? ["rdma", "tcp"]).map(transportNumber),
+      transports: (b.transports ?? ["rdma", "tcp"]).map(Tent.transportTypeOf),
       regions: [],
       transport_attrs: [],
       rkey: b.rkey,

@@ -86,7 +86,10 @@ const safe = (n: bigint): number => (n <= BigInt(Number.MAX_SAFE_INTEGER) ? Numb
 export interface TentWireStats {
   /** `Notify` calls handed to the engine. */
   notified: number
-  /** `Notify` calls whose body TENT would not parse or the engine refused (answered empty, as TENT does). */
+  /**
+   * `Notify` calls whose body TENT would not parse, larger than `rpc/max_notify_bytes`, or the engine refused
+   * (answered empty, as TENT answers a body it cannot take).
+   */
   notifyDropped: number
 }
 
@@ -100,6 +103,7 @@ export interface TentWireStats {
 export const makeTentHandlers = (
   runtime: Runtime.Runtime<ControlPlaneHandlers>,
   data: DataHandlers,
+  maxNotifyBytes: number,
   stats: TentWireStats
 ): ReadonlyMap<number, TentHandler> => {
   const notify = groupHandler(runtime as Runtime.Runtime<never>, "Notify")
@@ -149,7 +153,13 @@ export const makeTentHandlers = (
       stats.notifyDropped++
       return Effect.succeed(undefined)
     }
-    const delivered = notify(makeNotification(decoded.right.name, decoded.right.msg))
+    const n = makeNotification(decoded.right.name, decoded.right.msg)
+    // the lean wire's limit (`NotificationTooLarge` there); TENT's wire has no error to say it with
+    if (n.name.length + n.msg.length > maxNotifyBytes) {
+      stats.notifyDropped++
+      return Effect.succeed(undefined)
+    }
+    const delivered = notify(n)
     if (Exit.isExit(delivered)) {
       if (Exit.isSuccess(delivered)) stats.notified++
       else stats.notifyDropped++

@@ -261,6 +261,6 @@ export const decodeXferData = (
   }
   const data = withData
     ? b.subarray(XFER_DATA_DESC_BYTES, XFER_DATA_DESC_BYTES + Number(desc.length))
-    : b.subarray(16, 16)
+    : b.subarray(XFER_DATA_DESC_BYTES, XFER_DATA_DESC_BYTES)
   return Either.right({ desc, data })
 }

@@ -45,6 +45,37 @@ export enum TransportType {
   MPCOMM = 12
 }
 
+const transportNames = [
+  "unspec",
+  "rdma",
+  "mnnvl",
+  "shm",
+  "nvlink",
+  "gds",
+  "io_uring",
+  "tcp",
+  "ascend",
+  "sunrise_link",
+  "tpu",
+  "ub",
+  "mpcomm"
+] as const
+
+/**
+ * The name TENT's `transportTypeName` gives a {@link TransportType} number (`"unknown"` for one it does not know).
+ *
+ * @since 0.2.0
+ */
+export const transportTypeName = (n: number): string => transportNames[n] ?? "unknown"
+
+/**
+ * The {@link TransportType} number of a transport's name (`UNSPEC`, 0, for a name TENT does not know).
+ *
+ * @since 0.2.0
+ */
+export const transportTypeOf = (name: string): TransportType =>
+  Math.max(transportNames.indexOf(name as (typeof transportNames)[number]), 0)
+
 /**
  * A `std::unordered_map<int-like, std::string>`: nlohmann writes a map whose key is not a string as an array of
  * `[key, value]` pairs (checked with the vendored json.h: `{RDMA: "a"}` dumps as `[[1,"a"]]`). Order is the

@@ -15,6 +15,7 @@
  */
 import * as Net from "node:net"
 import { Cause, Data, Effect, Either, Exit, Runtime, type Scope } from "effect"
+import { destroyAll } from "../internal/sockets.js"
 import * as CoroRpc from "./CoroRpc.js"
 
 /**
@@ -222,17 +223,7 @@ export const makeConnectionHandler = (
       socket.resume()
     }
 
-    const closeAll = Effect.async<void>((resume) => {
-      const open = Array.from(sockets).filter((s) => !s.closed)
-      let left = open.length
-      if (left === 0) return resume(Effect.void)
-      for (const socket of open) {
-        socket.once("close", () => {
-          if (--left === 0) resume(Effect.void)
-        })
-        socket.destroy()
-      }
-    })
+    const closeAll = Effect.suspend(() => destroyAll(sockets))
     yield* Effect.addFinalizer(() => closeAll)
     return { onSocket, closeAll, stats: () => ({ ...stats }) }
   })
