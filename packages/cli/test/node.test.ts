@@ -5,7 +5,7 @@
  */
 import { createHash } from "node:crypto"
 import { afterEach, describe, expect, it } from "vitest"
-import { pattern } from "../src/commands/run/Transfer.js"
+import { pattern } from "../src/commands/run/pattern.js"
 import { run, start, stopAll } from "./fixtures/cli.js"
 
 afterEach(stopAll)
@@ -71,7 +71,7 @@ describe("serve, send, recv, transfer across processes", () => {
     const done = JSON.parse(await serve.line((l) => l.includes('"done"'), 20_000)) as Record<string, string>
     expect(done).toMatchObject({ name: "done", msg: "tent-wire" })
 
-    // a range past the buffer: TENT's error text reaches the user, exit non-zero
+    // a range past the buffer (as GetSegmentDesc gave it): refused before anything is sent, exit non-zero
     const past = await run(["transfer", "--mooncake", ready.address, "--bytes", "16", "--offset", String(size - 8)])
     expect(past.code).not.toBe(0)
     expect(past.stderr).toContain("does not fit")

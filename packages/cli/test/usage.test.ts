@@ -110,6 +110,8 @@ describe("Argv.readHot and the parser", () => {
     [["devices", "--soft-devices", ""], false],
     [["devices", "--soft-devices", "-x"], false],
     [["devices", "--soft-devices", "a", "--soft-devices", "b"], false],
+    // --mooncake starts no node: the parser's command, never the fast path's
+    [["send", "--mooncake", peer, "n", "m"], false],
     [["devices", "extra"], false],
     [["devices", "--JSON"], false],
     [["devices", "--json=true"], false],

@@ -9,20 +9,23 @@ import { Command } from "@effect/cli"
 import { type SendOptions, sendOptions } from "../Options.js"
 import { lazy } from "../Render.js"
 
+const body = lazy(
+  "send",
+  () => import("./run/Send.js"),
+  (m, o: SendOptions) => m.run(o)
+)
+const toMooncake = lazy(
+  "send",
+  () => import("./run/Mooncake.js"),
+  (m, o: SendOptions) => m.send(o)
+)
+
 /**
  * The `tent send` command; its options are `Options.sendOptions`.
  *
  * @since 0.1.0
  */
-export const command = Command.make(
-  "send",
-  sendOptions,
-  lazy(
-    "send",
-    () => Promise.all([import("./run/Send.js"), import("./run/Mooncake.js")]),
-    ([m, mooncake], o: SendOptions) => (o.mooncake ? mooncake.send(o) : m.run(o))
-  )
-).pipe(
+export const command = Command.make("send", sendOptions, (o) => (o.mooncake ? toMooncake(o) : body(o))).pipe(
   Command.withDescription(
     "Send one notification (NAME, MSG) to the node PEER (a `tent serve` host:port; with --mooncake a Mooncake TENT node); exit 0 once it is receipted or acknowledged."
   )

@@ -11,20 +11,23 @@ import { Command } from "@effect/cli"
 import { type TransferOptions, transferOptions } from "../Options.js"
 import { lazy } from "../Render.js"
 
+const body = lazy(
+  "transfer",
+  () => import("./run/Transfer.js"),
+  (m, o: TransferOptions) => m.run(o)
+)
+const toMooncake = lazy(
+  "transfer",
+  () => import("./run/Mooncake.js"),
+  (m, o: TransferOptions) => m.transfer(o)
+)
+
 /**
  * The `tent transfer` command; its options are `Options.transferOptions`.
  *
  * @since 0.1.0
  */
-export const command = Command.make(
-  "transfer",
-  transferOptions,
-  lazy(
-    "transfer",
-    () => Promise.all([import("./run/Transfer.js"), import("./run/Mooncake.js")]),
-    ([m, mooncake], o: TransferOptions) => (o.mooncake ? mooncake.transfer(o) : m.run(o))
-  )
-).pipe(
+export const command = Command.make("transfer", transferOptions, (o) => (o.mooncake ? toMooncake(o) : body(o))).pipe(
   Command.withDescription(
     "RDMA-WRITE --bytes of a seeded pattern into PEER's segment (optionally with a transfer-bound notification) and print their SHA-256."
   )

@@ -11,7 +11,7 @@ import { Bodies, CoroRpc, parseAddress, TentClient } from "@tent/rpc"
 import { Console, Effect, Option } from "effect"
 import type { SendOptions, TransferOptions } from "../../Options.js"
 import { CliFailure, failWith, UsageFailure } from "../../Render.js"
-import { pattern } from "./Transfer.js"
+import { pattern } from "./pattern.js"
 
 /** Connects to the TENT node at `peer` (`host:port`); closed with the scope. */
 const connect = (peer: string) =>
@@ -69,14 +69,14 @@ export const transfer = (o: TransferOptions) =>
       if (target === undefined) {
         return yield* Effect.fail(new CliFailure(`segment ${desc.name} at ${o.peer} has no registered memory buffer`))
       }
-      if (o.offset < 0 || BigInt(o.offset + o.bytes) > BigInt(target.length)) {
+      if (o.offset < 0 || BigInt(o.offset + o.bytes) > target.length) {
         return yield* Effect.fail(
           new CliFailure(
             `[${o.offset}, +${o.bytes}) does not fit the ${target.length}-byte buffer of ${o.peer}; check: --offset, --bytes`
           )
         )
       }
-      const addr = BigInt(target.addr) + BigInt(o.offset)
+      const addr = target.addr + BigInt(o.offset)
       const data = pattern(o.bytes, o.seed)
       const t0 = performance.now()
       const reply = yield* tent
