@@ -255,17 +255,22 @@ describe("CoroRpc FrameDecoder", () => {
 
   it("malformed input never throws: random garbage yields frames or a typed error, and stays failed", () => {
     const r = rng(7)
+    let refused = 0
     for (let round = 0; round < 500; round++) {
       const junk = Buffer.from(Array.from({ length: Math.floor(r() * 100) }, () => (r() * 256) | 0))
       if (r() < 0.5 && junk.length > 0) junk[0] = 21
       const d = new CoroRpc.FrameDecoder("request", { maxBody: 64, maxAttachment: 64 })
       const res = d.push(junk)
       if (Either.isLeft(res)) {
+        refused++
         expect(res.left._tag).toBe("CoroRpcFrameError")
         expect(Either.isLeft(d.push(CoroRpc.encodeRequest({ seqNum: 1, funcId: 6 })))).toBe(true)
       } else {
         for (const f of res.right) CoroRpc.decodeIntArg(f.body)
       }
     }
+    // the garbage did reach the checks: most rounds are refused (a bad magic at once), some wait for more bytes
+    expect(refused).toBeGreaterThan(100)
+    expect(refused).toBeLessThan(500)
   })
 })

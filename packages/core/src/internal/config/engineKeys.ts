@@ -9,7 +9,12 @@ const int = (d: number, description: string, valid?: KeySpec["valid"]): KeySpec 
   valid === undefined ? { kind: "int", default: d, description } : { kind: "int", default: d, description, valid }
 const nonNegative = { check: (n: number) => n >= 0, message: "must be ≥ 0" }
 const positive = { check: (n: number) => n > 0, message: "must be > 0" }
-const u8 = { check: (n: number) => n >= 0 && n <= 255, message: "must be in 0..255" }
+/** An integer in `lo..hi`, and the message that says so. */
+const range = (lo: number, hi: number): NonNullable<KeySpec["valid"]> => ({
+  check: (n: number) => n >= lo && n <= hi,
+  message: `must be in ${lo}..${hi}`
+})
+const u8 = range(0, 255)
 
 /**
  * The keys this package reads itself, with TENT's defaults (`rpc/*` are in `RpcConfig`, `rail_*` in `RailHealth`).
@@ -50,10 +55,7 @@ export const engineKeys = {
   },
   "transports/rdma/enable": { kind: "bool", default: true, description: "install the RDMA transport" },
   "transports/tcp/enable": { kind: "bool", default: true, description: "install the TCP transport" },
-  "transports/rdma/num_lanes": int(6, "data QPs per endpoint (TENT num_lanes / qp_mul_factor)", {
-    check: (n) => n >= 1 && n <= 64,
-    message: "must be in 1..64"
-  }),
+  "transports/rdma/num_lanes": int(6, "data QPs per endpoint (TENT num_lanes / qp_mul_factor)", range(1, 64)),
   "transports/rdma/endpoint/qp_mul_factor": int(
     -1,
     "TENT's legacy name of num_lanes (MC_NUM_QP_PER_EP); -1 = unset. Set alone it sets the lane count; set with a different num_lanes it fails",
@@ -76,39 +78,18 @@ export const engineKeys = {
     check: (n) => n === 512 || n === 1024 || n === 2048 || n === 4096,
     message: "must be 512, 1024, 2048 or 4096"
   }),
-  "transports/rdma/endpoint/min_rnr_timer": int(12, "data QP min_rnr_timer (IB encoding; 12 = 0.64 ms)", {
-    check: (n) => n >= 0 && n <= 31,
-    message: "must be in 0..31"
-  }),
-  "transports/rdma/endpoint/send_timeout": int(14, "data QP local ACK timeout exponent (4.096 µs × 2^n)", {
-    check: (n) => n >= 0 && n <= 31,
-    message: "must be in 0..31"
-  }),
-  "transports/rdma/endpoint/send_retry_count": int(7, "data QP retry_cnt", {
-    check: (n) => n >= 0 && n <= 7,
-    message: "must be in 0..7"
-  }),
-  "transports/rdma/endpoint/send_rnr_count": int(7, "data QP rnr_retry (7 = forever)", {
-    check: (n) => n >= 0 && n <= 7,
-    message: "must be in 0..7"
-  }),
+  "transports/rdma/endpoint/min_rnr_timer": int(12, "data QP min_rnr_timer (IB encoding; 12 = 0.64 ms)", range(0, 31)),
+  "transports/rdma/endpoint/send_timeout": int(14, "data QP local ACK timeout exponent (4.096 µs × 2^n)", range(0, 31)),
+  "transports/rdma/endpoint/send_retry_count": int(7, "data QP retry_cnt", range(0, 7)),
+  "transports/rdma/endpoint/send_rnr_count": int(7, "data QP rnr_retry (7 = forever)", range(0, 7)),
   "transports/rdma/endpoint/max_rd_atomic": int(16, "data QP max_rd_atomic", u8),
   "transports/rdma/endpoint/max_dest_rd_atomic": int(16, "data QP max_dest_rd_atomic", u8),
   "transports/rdma/endpoint/hop_limit": int(16, "data QP GRH hop limit", u8),
   "transports/rdma/endpoint/traffic_class": int(0, "GRH traffic class (MC_IB_TC)", u8),
-  "transports/rdma/endpoint/service_level": int(0, "service level (MC_IB_SL)", {
-    check: (n) => n >= 0 && n <= 15,
-    message: "must be in 0..15"
-  }),
+  "transports/rdma/endpoint/service_level": int(0, "service level (MC_IB_SL)", range(0, 15)),
   "transports/rdma/endpoint/pkey_index": int(0, "P_Key index", nonNegative),
-  "transports/rdma/endpoint/max_qp_wr": int(256, "work requests per data QP (send and receive)", {
-    check: (n) => n >= 1 && n <= 16384,
-    message: "must be in 1..16384"
-  }),
-  "transports/rdma/endpoint/max_sge": int(4, "scatter/gather entries per data WR", {
-    check: (n) => n >= 1 && n <= 16,
-    message: "must be in 1..16"
-  }),
+  "transports/rdma/endpoint/max_qp_wr": int(256, "work requests per data QP (send and receive)", range(1, 16384)),
+  "transports/rdma/endpoint/max_sge": int(4, "scatter/gather entries per data WR", range(1, 16)),
   "transports/rdma/endpoint/max_inline_bytes": int(64, "inline data bytes per data WR", nonNegative),
   "transports/rdma/endpoint/endpoint_store_cap": int(65536, "endpoints per device before eviction", positive),
   "transports/rdma/notify/lazy_slots": {
@@ -117,14 +98,15 @@ export const engineKeys = {
     description:
       "allocate notify send slots on first use and grow the posted receive ring with demand (RNR NAKs pace the peer meanwhile); false: TENT's, every slot at endpoint construction"
   },
-  "transports/rdma/notify/slots": int(256, "notify send window and receive ring depth per endpoint (TENT: 256)", {
-    check: (n) => n >= 1 && n <= 16384,
-    message: "must be in 1..16384"
-  }),
+  "transports/rdma/notify/slots": int(
+    256,
+    "notify send window and receive ring depth per endpoint (TENT: 256)",
+    range(1, 16384)
+  ),
   "transports/rdma/notify/slot_bytes": int(
     65536,
     "bytes of one notify slot, the largest notification frame sent or received over RDMA (TENT: 65536); larger ones go to the other transports",
-    { check: (n) => n >= 256 && n <= 65536, message: "must be in 256..65536" }
+    range(256, 65536)
   ),
   "transports/rdma/notify/initial_recv_slots": int(
     1,
@@ -137,14 +119,8 @@ export const engineKeys = {
     message: "must be -1 (automatic) or an index"
   }),
   "transports/rdma/device/max_cqe": int(4096, "depth of every CQ (clamped to the device)", positive),
-  "transports/rdma/device/num_cq_list": int(6, "data CQs per device", {
-    check: (n) => n >= 1 && n <= 64,
-    message: "must be in 1..64"
-  }),
-  "transports/rdma/workers/num_workers": int(6, "worker fibers posting slices", {
-    check: (n) => n >= 1 && n <= 64,
-    message: "must be in 1..64"
-  }),
+  "transports/rdma/device/num_cq_list": int(6, "data CQs per device", range(1, 64)),
+  "transports/rdma/workers/num_workers": int(6, "worker fibers posting slices", range(1, 64)),
   "transports/rdma/workers/max_retry_count": int(8, "attempts of a slice before it fails (MC_RETRY_CNT)", positive),
   "transports/rdma/workers/block_size": int(65536, "slice size in bytes", {
     check: (n) => n >= 4096,
