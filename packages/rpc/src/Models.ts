@@ -52,7 +52,13 @@ export const BootstrapDesc = Schema.Struct({
    * The sender's incarnation (a u64 in decimal, new each time its engine starts), when it offers delivery receipts
    * (`notify_proto` ≥ 2): a notification stamped for another incarnation is refused, never delivered.
    */
-  notify_incarnation: Schema.optional(Schema.String)
+  notify_incarnation: Schema.optional(Schema.String),
+  /**
+   * Receives the sender keeps posted on each of its data QPs for transfer-bound notifications riding the data QPs
+   * (`RDMA_WRITE_WITH_IMM`, one per lane a transfer used): present only when it takes them; absent (TENT, and this
+   * engine with `transports/rdma/notify/transfer_bound` = `notify_qp`), a peer gets the notify QP's bytes.
+   */
+  notify_imm_recvs: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, 65536)))
 })
 /**
  * A decoded {@link BootstrapDesc}.
@@ -117,7 +123,13 @@ export const SegmentDesc = Schema.Struct({
    */
   rdma_server_name: Schema.optional(Schema.String),
   /** The serving engine's incarnation (u64 in decimal) when it offers delivery receipts; absent otherwise. */
-  notify_incarnation: Schema.optional(Schema.String)
+  notify_incarnation: Schema.optional(Schema.String),
+  /**
+   * Receives the sender keeps posted on each of its data QPs for transfer-bound notifications riding the data QPs
+   * (`RDMA_WRITE_WITH_IMM`, one per lane a transfer used): present only when it takes them; absent (TENT, and this
+   * engine with `transports/rdma/notify/transfer_bound` = `notify_qp`), a peer gets the notify QP's bytes.
+   */
+  notify_imm_recvs: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, 65536)))
 })
 /**
  * A decoded {@link SegmentDesc}.
