@@ -13,6 +13,7 @@ import { Dedup } from "./Dedup.js"
 import { type DeliveryCounters, EngineDelivery } from "./internal/Delivery.js"
 import { EngineReceipts, type ReceiptCounters } from "./internal/Ledger.js"
 import type { DedupCounters } from "./internal/ReplayWindow.js"
+import type { ImmCounters, MarkerCounters } from "./internal/rdma/Immediates.js"
 import { RdmaTransport } from "./internal/rdma/RdmaTransport.js"
 import { TcpTransport } from "./internal/TcpTransport.js"
 import * as Metrics from "./Metrics.js"
@@ -78,6 +79,12 @@ export interface Counters {
   readonly delivery?: Readonly<DeliveryCounters> | undefined
   /** The delivery receipts' (accepted, receipted, undelivered by reason, acks, refusals); undefined when off. */
   readonly receipts?: Readonly<ReceiptCounters> | undefined
+  /**
+   * Transfer-bound notifications on the data QPs (`transports/rdma/notify/transfer_bound` immediate), both sides:
+   * sent — `records` held, `markers` posted, `markerErrors`, tracks `spoiled` (the ordinary path took over);
+   * received — immediates (`marks`), `held` records, `released`, `expired` unreleased. Since 0.3.0.
+   */
+  readonly immediates?: Readonly<ImmCounters & MarkerCounters> | undefined
 }
 
 /**
@@ -142,7 +149,8 @@ export const make = Effect.gen(function* () {
       dedup: dedup.counters,
       resend: resend.counters,
       delivery: delivery.counters,
-      receipts: receipts.enabled ? receipts.counters : undefined
+      receipts: receipts.enabled ? receipts.counters : undefined,
+      immediates: rdma === undefined ? undefined : rdma.markers.counters
     },
     devices: Effect.sync(() => (rdma?.devices ?? []).map((d) => ({ name: d.name, enabled: d.enabled }))),
     endpoints: Effect.sync(() =>

@@ -186,6 +186,13 @@ export interface NotifySlotSettings {
   readonly slotBytes: number
   /** `initial_recv_slots`: the receives a lazy ring posts at connection (TENT's allocation posts `slots`). */
   readonly initialRecvSlots: number
+  /**
+   * `transfer_bound`: transfer-bound notifications ride the data QPs as immediates (`"immediate"`) to peers that take
+   * them, or go on the notify QP after the data completed (`"notify_qp"`, TENT's). Absent: `"notify_qp"`. Since 0.3.0.
+   */
+  readonly transferBound?: "notify_qp" | "immediate"
+  /** `imm_recvs`: receives kept posted on each data QP for immediates (with `"immediate"`). Since 0.3.0. */
+  readonly immRecvs?: number
 }
 
 /**
@@ -261,12 +268,24 @@ const registryConfig = Config.all({
   )
 )
 
+const transferBoundKind = (s: string): Either.Either<"notify_qp" | "immediate", ConfigError.ConfigError> =>
+  s === "notify_qp" || s === "immediate"
+    ? Either.right(s)
+    : Either.left(
+        invalid(
+          "transports/rdma/notify/transfer_bound",
+          `must be "immediate" (on the data QPs, behind the data) or "notify_qp" (TENT's), got ${JSON.stringify(s)}`
+        )
+      )
+
 /** `transports/rdma/notify/*`: `initial_recv_slots` is read only when lazy, and must not exceed `slots`. */
 const notifyConfig: Config.Config<NotifySlotSettings> = Config.all({
   lazy: read.bool("transports/rdma/notify/lazy_slots"),
   slots: read.int("transports/rdma/notify/slots"),
   slotBytes: read.int("transports/rdma/notify/slot_bytes"),
-  initialRecvSlots: read.int("transports/rdma/notify/initial_recv_slots")
+  initialRecvSlots: read.int("transports/rdma/notify/initial_recv_slots"),
+  transferBound: read.string("transports/rdma/notify/transfer_bound").pipe(Config.mapOrFail(transferBoundKind)),
+  immRecvs: read.int("transports/rdma/notify/imm_recvs")
 }).pipe(
   Config.mapOrFail((n) =>
     !n.lazy

@@ -93,7 +93,9 @@ const defaultsBefore = {
   "transports/rdma/notify/lazy_slots": false,
   "transports/rdma/notify/slots": 256,
   "transports/rdma/notify/slot_bytes": 65_536,
-  "transports/rdma/notify/initial_recv_slots": 1
+  "transports/rdma/notify/initial_recv_slots": 1,
+  "transports/rdma/notify/transfer_bound": "notify_qp",
+  "transports/rdma/notify/imm_recvs": 64
 }
 
 /** The key tables, by the package that declares (and reads) them. */

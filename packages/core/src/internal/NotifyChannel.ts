@@ -32,6 +32,7 @@ import { SLOT_BYTES } from "../NotifyFrame.js"
 import type { PeerHealthPolicyShape } from "../PeerHealth.js"
 import type { PendingNotification, ResendShape } from "../Resend.js"
 import type { Ledger } from "./Ledger.js"
+import { holds, makeHeld } from "./rdma/Immediates.js"
 import { type ChunkAllocator, chunkAllocator, SlotRing } from "./SlotRing.js"
 
 /** TENT's `kNotifyBufferSize`: bytes of one slot, and the most `transports/rdma/notify/slot_bytes` may be. */
@@ -42,12 +43,7 @@ export const NOTIFY_SLOTS = 256
 export type { NotifySlotSettings }
 
 /** TENT's allocation: 256 × 64 KiB each way, at construction. */
-export const TENT_SLOTS: NotifySlotSettings = {
-  lazy: false,
-  slots: NOTIFY_SLOTS,
-  slotBytes: NOTIFY_SLOT_BYTES,
-  initialRecvSlots: NOTIFY_SLOTS
-}
+export const TENT_SLOTS: NotifySlotSettings = { lazy: false, slots: 256, slotBytes: SLOT_BYTES, initialRecvSlots: 256 }
 
 export { type ChunkAllocator, chunkAllocator, type SlotChunk } from "./SlotRing.js"
 
@@ -315,7 +311,9 @@ export class NotifyChannel {
       stamp = receipts.accept(this.segment, n, true)
       if (stamp === undefined) return LEDGER_FULL
     } else stamp = dedup.stamp(this.peerProto)
-    const len = dedup.encode(buf, offset, n, stamp, this.peerProto, this.frameBytes)
+    let len = dedup.encode(buf, offset, n, stamp, this.peerProto, this.frameBytes)
+    const hold = holds.get(n)
+    if (len >= 0 && hold?.active === true) len = makeHeld(buf, offset, len, this.frameBytes, hold)
     if (len < 0) {
       if (receipted && resent === undefined) receipts.rollback(this.segment, stamp as Stamp)
       return TOO_LARGE

@@ -10,6 +10,7 @@
 import { DescriptorCache } from "@tent/rpc"
 import { Effect, Either, FiberSet, type Scope } from "effect"
 import { type Destination, EngineReceipts, type Entry, parseIncarnation } from "./Ledger.js"
+import { holdActive } from "./rdma/Immediates.js"
 import { EngineAgent } from "./Services.js"
 import { notifyRpc } from "./TcpTransport.js"
 
@@ -18,7 +19,8 @@ const firstDue = (d: Destination, now: number, resendAfterMs: number): Entry | u
   const es = d.entries
   for (let i = d.head; i < es.length; i++) {
     const e = es[i] as Entry
-    if (!e.done && (e.sentAt < 0 || now - e.sentAt >= resendAfterMs)) return e
+    // A held record (transfer-bound, on the data QPs) waits for its markers; unheld only after its fallback.
+    if (!e.done && (e.sentAt < 0 || now - e.sentAt >= resendAfterMs) && !holdActive(e.n)) return e
   }
   return undefined
 }

@@ -8,6 +8,7 @@ import type { BufferDesc, SegmentDesc } from "@tent/rpc"
 import { Effect } from "effect"
 import type { RdmaTransferFailed, TransferTimeout } from "../Errors.js"
 import * as Metrics from "../Metrics.js"
+import type { ImmTrack } from "./rdma/Immediates.js"
 import type { TcpDataError } from "./TcpTransport.js"
 
 /** One transfer request (TENT `Request`). */
@@ -52,6 +53,8 @@ export interface Task {
   failovers: number
   /** Bumped on resubmission: slices of an earlier attempt no longer count. */
   attempt: number
+  /** Its hook's notification to its target rides the data QPs (`transfer_bound` immediate): the sender's track. */
+  imm?: ImmTrack | undefined
 }
 
 /** A transport that carries slices: `submit` splits a task into slices and returns their launch, or why it cannot. */

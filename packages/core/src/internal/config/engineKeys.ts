@@ -113,6 +113,17 @@ export const engineKeys = {
     "with lazy_slots: receives posted per endpoint at connection, doubled when the ring runs low (at most slots)",
     positive
   ),
+  "transports/rdma/notify/transfer_bound": {
+    kind: "string",
+    default: "notify_qp",
+    description:
+      'how a transfer-bound notification travels to a peer that takes immediates: "immediate" = a 0-byte RDMA_WRITE_WITH_IMM behind the data on every lane the transfer used, the notification released by the receiver once every lane\'s arrived (one RTT earlier, never ahead of its data); "notify_qp" = TENT\'s, a SEND on the notify QP once every slice completed'
+  },
+  "transports/rdma/notify/imm_recvs": int(
+    64,
+    "with transfer_bound immediate: receives kept posted on every data QP for the peers' immediates (at most max_qp_wr)",
+    range(1, 65536)
+  ),
   "transports/rdma/device/port": int(1, "port number of every device", positive),
   "transports/rdma/device/gid_index": int(-1, "GID index; -1 = chosen as TENT does (RoCE v2 IPv4-mapped or IB first)", {
     check: (n) => n >= -1,

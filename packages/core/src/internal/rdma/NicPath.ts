@@ -2,8 +2,10 @@
  * Names and attributes shared by the RDMA files: NIC paths (`"<server>@<nic>"`, TENT `MakeNicPath`), GIDs as TENT's
  * bootstrap carries them, and the data QPs' RC attributes from `EndPointParams` (TENT `params.h`).
  */
-import { AccessFlags, Mtu, Rc } from "@tent/verbs"
+import { AccessFlags, Mtu, QpAttrMask, QpState, type QueuePair, Rc } from "@tent/verbs"
+import { Effect } from "effect"
 import type { EndpointParams } from "../../EngineConfig.js"
+import type { NotifyQpParamsShape } from "../../NotifyQpParams.js"
 
 /** `"<server>@<nic>"` (TENT `MakeNicPath`). */
 export const nicPath = (server: string, nic: string): string => `${server}@${nic}`
@@ -68,4 +70,28 @@ export const rdmaServerName = (bindAddress: string, segmentName: string, rpcServ
   if (bindAddress === "") return segmentName
   const port = /:(\d+)$/.exec(segmentName)?.[1] ?? String(rpcServerPort)
   return `${bindAddress}:${port}`
+}
+
+/**
+ * The notify QP's attributes from the `NotifyQpParams` seam, on the data QPs' port, traffic class and service level
+ * (TENT's `setupNotifyQpConnection` takes the endpoint's), fitted to the device.
+ */
+export const notifyQpParams = (
+  seam: NotifyQpParamsShape,
+  p: EndpointParams,
+  device: { readonly activeMtu: Mtu; readonly sgidIndex: number; readonly limits?: Rc.Limits | undefined }
+): Rc.RcParams => {
+  const params: Rc.RcParams = {
+    ...seam.params(p, device.activeMtu, device.sgidIndex),
+    trafficClass: p.trafficClass,
+    serviceLevel: p.serviceLevel
+  }
+  return device.limits === undefined ? params : Rc.clampParams(params, device.limits)
+}
+
+/** Moves `qp` to ERR (its outstanding work flushes), unless it is there or in RESET already. */
+export const toErr = (qp: QueuePair): void => {
+  if (qp.state === QpState.ERR || qp.state === QpState.RESET) return
+  // A QP's modify is synchronous in both providers; the Effect is run where retirement runs (any fiber, under lock).
+  Effect.runSync(Effect.ignore(qp.modifyQp({ qpState: QpState.ERR }, QpAttrMask.STATE)))
 }

@@ -21,6 +21,7 @@ import {
 import { Effect, type Scope, Stream } from "effect"
 import type { EngineSettings } from "../../EngineConfig.js"
 import { EndpointStore } from "../EndpointStore.js"
+import { isImmRecv } from "./Immediates.js"
 import { gidText } from "./NicPath.js"
 import type { EndpointDevice, RdmaEndpoint } from "./RdmaEndpoint.js"
 
@@ -147,13 +148,15 @@ export const openDevices = (
 
 /**
  * Polls `device`'s data CQs 64 completions a pass as their completion-channel listener, handing each completion of a
- * QP in `table` (QP number → endpoint and lane) to `sink()` (read per completion: the slice engine installs it).
+ * QP in `table` (QP number → endpoint and lane) to `sink()` (read per completion: the slice engine installs it), and
+ * each of the data QPs' receives (immediates, `Immediates.ts`) to `imm`.
  * Returns how to pause it (completions stay in the CQ) and resume it (the CQ is polled at once).
  */
 export const pollData = (
   device: RdmaDevice,
   table: ReadonlyMap<number, { readonly ep: RdmaEndpoint; readonly lane: number }>,
-  sink: () => DataCompletionSink
+  sink: () => DataCompletionSink,
+  imm: DataCompletionSink
 ): ((paused: boolean) => void) => {
   const wc = WorkCompletions.array(64)
   let paused = false
@@ -165,7 +168,9 @@ export const pollData = (
       for (let i = 0; i < n; i++) {
         const w = wc[i] as WorkCompletion
         const e = table.get(w.qpNum)
-        if (e !== undefined) deliver(e.ep, e.lane, w)
+        if (e === undefined) continue
+        if (isImmRecv(w.wrId)) imm(e.ep, e.lane, w)
+        else deliver(e.ep, e.lane, w)
       }
       if (n > 0) total += n
     }

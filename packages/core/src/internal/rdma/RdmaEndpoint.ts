@@ -40,7 +40,8 @@ import {
   type NotifySlotSettings,
   TENT_SLOTS
 } from "../NotifyChannel.js"
-import { dataQpParams, nicPath, parseGidText } from "./NicPath.js"
+import { postImmRecvs } from "./Immediates.js"
+import { dataQpParams, nicPath, notifyQpParams, parseGidText, toErr } from "./NicPath.js"
 
 /** TENT's `kFinishDestroyTimeoutSec`: after this, destroy proceeds with work requests still outstanding. */
 export const FINISH_DESTROY_TIMEOUT_MS = 30_000
@@ -75,6 +76,8 @@ export interface EndpointHost {
   readonly policies: NotifyChannelPolicies
   /** How notify slots are allocated (`transports/rdma/notify/*`); absent: TENT's 256 × 64 KiB each way, at once. */
   readonly notifySlots?: NotifySlotSettings
+  /** Receives kept posted per data QP for the peers' immediates (`notify_imm_recvs`); 0 or absent: none. */
+  readonly immRecvs?: number
   /** Publish / unpublish the notify QP in the transport's QP-number table. */
   readonly publishNotifyQp: (qpNum: number, ep: RdmaEndpoint) => void
   readonly unpublishNotifyQp: (qpNum: number, ep: RdmaEndpoint) => void
@@ -102,6 +105,8 @@ export class RdmaEndpoint {
   /** Outstanding data work requests per lane (TENT `wr_depth_list_`). */
   readonly wrDepth: Array<number> = []
   peerQpNums: ReadonlyArray<number> = []
+  /** The receives the peer keeps posted per data QP for immediates (its `notify_imm_recvs`); 0: it takes none. */
+  peerImmRecvs = 0
   /** The notify QP's send and receive rings. */
   readonly notify: NotifyChannel
   /** When `retire` ran (ms, on the host's clock). */
@@ -114,6 +119,8 @@ export class RdmaEndpoint {
    * `max_qp_wr` (what `Rc.createQp` clamped it to). Fixed at construction: read for every slice a worker posts.
    */
   readonly laneDepth: number
+  /** Receives this side keeps posted per data QP for immediates (`imm_recvs`, at most the lane depth); 0: none. */
+  readonly immRecvs: number
 
   constructor(
     readonly host: EndpointHost,
@@ -131,6 +138,7 @@ export class RdmaEndpoint {
     this.notify.segment = segment
     const limit = device.limits?.device?.maxQpWr
     this.laneDepth = limit === undefined ? host.params.maxQpWr : Math.min(host.params.maxQpWr, limit)
+    this.immRecvs = Math.min(host.immRecvs ?? 0, this.laneDepth)
   }
 
   /** This side's NIC path. */
@@ -218,17 +226,8 @@ export class RdmaEndpoint {
     yield* this.notify.allocate(this.device.pd)
   })
 
-  /**
-   * The notify QP's attributes from the `NotifyQpParams` seam, on the data QPs' port, traffic class and service level
-   * (TENT's `setupNotifyQpConnection` takes the endpoint's), fitted to the device.
-   */
   private notifyParams(): Rc.RcParams {
-    const params: Rc.RcParams = {
-      ...this.host.notifyParams.params(this.host.params, this.device.activeMtu, this.device.sgidIndex),
-      trafficClass: this.host.params.trafficClass,
-      serviceLevel: this.host.params.serviceLevel
-    }
-    return this.device.limits === undefined ? params : Rc.clampParams(params, this.device.limits)
+    return notifyQpParams(this.host.notifyParams, this.host.params, this.device)
   }
 
   /** The descriptor this side sends (connect) or replies (accept). */
@@ -248,7 +247,8 @@ export class RdmaEndpoint {
         ? { notify_incarnation: String(receipts.incarnation) }
         : {}),
       // Sent only when it is not TENT's 64 KiB, so a descriptor with TENT's slots is TENT's descriptor.
-      ...(this.notify.slotBytes === NOTIFY_SLOT_BYTES ? {} : { notify_slot_bytes: this.notify.slotBytes })
+      ...(this.notify.slotBytes === NOTIFY_SLOT_BYTES ? {} : { notify_slot_bytes: this.notify.slotBytes }),
+      ...(this.immRecvs > 0 ? { notify_imm_recvs: this.immRecvs } : {})
     }
   }
 
@@ -264,17 +264,23 @@ export class RdmaEndpoint {
           message: `lane count mismatch: peer has ${peer.qp_num.length} data QPs, this side ${this.dataQps.length}`
         })
       }
+      const receipts = this.host.policies.receipts
       const params = dataQpParams(this.host.params, this.device)
       for (let i = 0; i < this.dataQps.length; i++) {
         const qp = this.dataQps[i] as QueuePair
         yield* Rc.connect(qp, 0, { gid, lid: peer.local_lid, qpNum: peer.qp_num[i] as number, psn: 0 }, params)
       }
       this.peerQpNums = peer.qp_num
+      // Immediates need the receipts' stamps (a fallback resends a record unheld, once) on both sides.
+      this.peerImmRecvs = receipts.capable(peer.notify_proto) ? (peer.notify_imm_recvs ?? 0) : 0
+      for (let i = 0; this.immRecvs > 0 && i < this.dataQps.length; i++) {
+        const rc = postImmRecvs(this.dataQps[i] as QueuePair, i, this.immRecvs)
+        if (rc !== 0) return yield* new RdmaError({ op: "ibv_post_recv", errno: rc, message: "data QP immediates" })
+      }
       this.status = "READY"
       this.notify.peerProto = peer.notify_proto
       this.notify.peerSlotBytes = peer.notify_slot_bytes ?? NOTIFY_SLOT_BYTES
       // The peer's incarnation: a new one ends what the ledger held for the old one (`Undelivered{PeerRestarted}`).
-      const receipts = this.host.policies.receipts
       if (receipts.capable(peer.notify_proto) && peer.notify_incarnation !== undefined) {
         receipts.onIncarnation(this.segment, parseIncarnation(peer.notify_incarnation))
       }
@@ -490,11 +496,4 @@ export class RdmaEndpoint {
     this.scope = undefined
     return scope === undefined ? Effect.void : Scope.close(scope, Exit.void)
   })
-}
-
-/** Moves `qp` to ERR (its outstanding work flushes), unless it is there or in RESET already. */
-const toErr = (qp: QueuePair): void => {
-  if (qp.state === QpState.ERR || qp.state === QpState.RESET) return
-  // A QP's modify is synchronous in both providers; the Effect is run where retirement runs (any fiber, under lock).
-  Effect.runSync(Effect.ignore(qp.modifyQp({ qpState: QpState.ERR }, QpAttrMask.STATE)))
 }

@@ -8,7 +8,7 @@
 
 import type { BootstrapDesc, InvalidEntry, Notification, TransportFailure } from "@tent/rpc"
 import { BootstrapRejected, DescriptorCache, NeedsRefreshCache, NotificationTooLarge } from "@tent/rpc"
-import { DeviceNotFound, RdmaError, Verbs } from "@tent/verbs"
+import { DeviceNotFound, type QueuePair, RdmaError, Verbs } from "@tent/verbs"
 import { Context, Duration, Effect, ExecutionStrategy, Layer, Queue, Scope } from "effect"
 import { Dedup, type Stamp } from "../../Dedup.js"
 import { EngineConfig } from "../../EngineConfig.js"
@@ -22,6 +22,7 @@ import { EngineDelivery } from "../Delivery.js"
 import { EngineReceipts, ledgerFull } from "../Ledger.js"
 import { LEDGER_FULL, NO_SLOT, NOTIFY_SLOT_BYTES, TOO_LARGE } from "../NotifyChannel.js"
 import { EngineAgent, EngineIdentity, ResendQueue } from "../Services.js"
+import { HELD_TTL_MS, Markers, onImmRecv, TransferMarks } from "./Immediates.js"
 import { nicPath, parseNicPath, rdmaServerName } from "./NicPath.js"
 import * as NotifyPoller from "./NotifyPoller.js"
 import { type DataCompletionSink, openDevices, pollData, type RdmaDevice, selectDevices } from "./RdmaContext.js"
@@ -104,6 +105,10 @@ export interface RdmaTransportShape {
    * (0 when none: a peer never bootstrapped with, or one that predates the field).
    */
   readonly peerProto: (segment: string) => number
+  /** The receiver's immediates and held records (transfer-bound notifications on the data QPs). */
+  readonly marks: TransferMarks
+  /** The sender's held records and markers (one for the transport: the slice engine posts them). */
+  readonly markers: Markers
   /** Installs the slice engine's completion handler and its slice canceller. */
   readonly setDataPath: (sink: DataCompletionSink, cancel: (ep: RdmaEndpoint) => void) => void
 }
@@ -141,6 +146,9 @@ export const make = Effect.gen(function* () {
 
   const devices = yield* openDevices(verbs, settings, names)
   const counters = NotifyPoller.makeCounters()
+  /** Immediates and held records from peers (transfer-bound notifications on the data QPs). */
+  const marks = new TransferMarks()
+  const markers = new Markers(marks.counters)
   /** TENT `notify_qp_to_endpoint_`: one table per transport, keyed by QP number only. */
   const notifyTable = new Map<number, RdmaEndpoint>()
   /** Data QPs by device index, then QP number (QP numbers are per device). */
@@ -169,6 +177,7 @@ export const make = Effect.gen(function* () {
     notifyParams,
     policies: { dedup, resend, peerHealth, receipts },
     notifySlots: settings.notify,
+    immRecvs: settings.notify.transferBound === "immediate" ? (settings.notify.immRecvs ?? 0) : 0,
     publishNotifyQp: (qpNum, ep) => void notifyTable.set(qpNum, ep),
     unpublishNotifyQp: (qpNum, ep) => {
       if (notifyTable.get(qpNum) === ep) notifyTable.delete(qpNum)
@@ -207,8 +216,18 @@ export const make = Effect.gen(function* () {
       while (Date.now() < deadline && eps.some((ep) => ep.notify.pending > 0)) yield* Effect.sleep(2)
     })
   )
+  const onImm: DataCompletionSink = (ep, lane, wc) =>
+    void onImmRecv(marks, ep.segment, ep.dataQps[lane] as QueuePair, wc)
   const dataPollers = devices.map((d) =>
-    pollData(d, dataByNum[d.index] as Map<number, { ep: RdmaEndpoint; lane: number }>, () => sink)
+    pollData(d, dataByNum[d.index] as Map<number, { ep: RdmaEndpoint; lane: number }>, () => sink, onImm)
+  )
+  yield* Effect.forkScoped(
+    Effect.forever(
+      Effect.zipRight(
+        Effect.sleep(HELD_TTL_MS / 10),
+        Effect.sync(() => marks.sweep())
+      )
+    )
   )
 
   // Reclaim retired endpoints (TENT's monitor thread, every ≥ 1 s).
@@ -424,6 +443,8 @@ export const make = Effect.gen(function* () {
           if (ep.segment === segment && ep.notify.peerProto > proto) proto = ep.notify.peerProto
       return proto
     },
+    marks,
+    markers,
     setDataPath: (s, c) => {
       sink = s
       cancel = c

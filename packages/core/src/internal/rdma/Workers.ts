@@ -26,6 +26,7 @@ import * as Metrics from "../../Metrics.js"
 import { PeerHealthPolicy } from "../../PeerHealth.js"
 import { LocalSegment, type Region } from "../LocalSegment.js"
 import type { SliceTransport, Task, TaskBoard } from "../Tasks.js"
+import { isMarker } from "./Immediates.js"
 import { nicPath } from "./NicPath.js"
 import type { RdmaDevice } from "./RdmaContext.js"
 import type { RdmaEndpoint } from "./RdmaEndpoint.js"
@@ -65,6 +66,8 @@ interface Slice {
   remote: number
   /** The clock's milliseconds at the last post (the software timeout's start). */
   postedAt: number
+  /** Posted at least once (a task on the immediates path counts first posts). */
+  posted: boolean
 }
 
 /** What the completion fiber is handed: rail transitions that log, failures, and timeouts. */
@@ -101,6 +104,8 @@ export const make = (
     const blocked = new Map<RdmaEndpoint, Array<Slice>>()
     const slow = yield* Queue.unbounded<Slice>()
     const events = yield* Queue.unbounded<Event>()
+    /** Transfer-bound notifications on the data QPs: the held records and their markers. */
+    const markers = rdma.markers
     const failSlice = (slice: Slice, error: RdmaTransferFailed | TransferTimeout): void =>
       board.finish(slice.task, slice.attempt, slice.length, false, error)
 
@@ -179,6 +184,11 @@ export const make = (
         return
       }
       depth[lane] = (depth[lane] as number) + 1
+      const t = slice.task.imm
+      if (t !== undefined && slice.attempt === slice.task.attempt) {
+        markers.posted(t, !slice.posted, ep, lane, slice.remoteAddr, wr.rkey)
+      }
+      slice.posted = true
     }
 
     /** Posts the slice now if its rail is available and its endpoint READY; else hands it to a worker fiber. */
@@ -238,7 +248,8 @@ export const make = (
     const onCompletion = (ep: RdmaEndpoint, lane: number, wc: WorkCompletion): void => {
       if ((ep.wrDepth[lane] as number) > 0) ep.wrDepth[lane] = (ep.wrDepth[lane] as number) - 1
       const slice = inflight.get(wc.wrId)
-      if (slice !== undefined && slice.ep === ep) {
+      if (isMarker(wc.wrId)) markers.completed(wc)
+      else if (slice !== undefined && slice.ep === ep) {
         inflight.delete(wc.wrId)
         if (wc.status === WcStatus.SUCCESS) {
           if (rails.unsafe.recordSuccess(ep.device.name, slice.peer.railKeys[slice.remote] as string) === undefined) {
@@ -254,6 +265,7 @@ export const make = (
 
     /** The endpoint is being destroyed: its posted slices fail over to another path, its waiting ones too. */
     const cancel = (ep: RdmaEndpoint): void => {
+      markers.cancel(ep)
       for (const slice of Array.from(inflight.values())) {
         if (slice.ep !== ep) continue
         inflight.delete(slice.id)
@@ -426,10 +438,12 @@ export const make = (
           lane: 0,
           local: l,
           remote: l % nics,
-          postedAt: 0
+          postedAt: 0,
+          posted: false
         })
         off += len
       }
+      if (task.imm !== undefined) task.imm.unposted += slices.length
       return () => {
         for (const s of slices) post(s)
       }

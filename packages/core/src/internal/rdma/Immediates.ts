@@ -1,0 +1,412 @@
+/**
+ * Transfer-bound notifications on the data QPs (`transports/rdma/notify/transfer_bound` = `immediate`, past the RFC:
+ * its open question 1), both sides.
+ *
+ * By the InfiniBand ordering rules only a completion on the QP that carried a WRITE tells the receiver the WRITE's
+ * data is placed; a SEND on another QP (the notify QP) may be seen first by a NIC that acknowledges before it places.
+ * So the sender, once every slice of a hook's transfer to a target is posted, posts a 0-byte `RDMA_WRITE_WITH_IMM`
+ * behind them on **every lane it used** (the immediate: a tag, 32 bits), and sends the notification itself on the
+ * notify QP as a **held record**: its stamped frame with the tag and the number of lanes. The receiver keeps receives
+ * posted on every data QP (`imm_recvs`, advertised as `notify_imm_recvs`), counts the immediates per (peer, tag), and
+ * releases the record to its one delivery point once every lane's immediate arrived — whichever of record and
+ * immediates comes last. The notification is never ahead of its data, and it does not wait for the sender to see its
+ * slices complete (one round trip earlier than TENT's path, which sends on the notify QP after every completion).
+ *
+ * Fallbacks, so nothing is lost and nothing is doubled: a marker that fails, a lane that was full, a slice re-posted
+ * after the markers went, or a task failed over to TCP **spoils** the track: the record is then sent (or resent) as an
+ * ordinary notification with the same stamp once the tasks completed, and the receiver, which admits a stamp once,
+ * delivers whichever copy comes first. A held record nobody releases is dropped after `HELD_TTL_MS` (counted), as are
+ * immediates whose record never came.
+ */
+import type { Notification } from "@tent/rpc"
+import {
+  type QueuePair,
+  type RecvWr,
+  SendFlags,
+  type SendWr,
+  WcStatus,
+  type WorkCompletion,
+  WrOpcode
+} from "@tent/verbs"
+import * as CtrlFrame from "../../CtrlFrame.js"
+import type { RdmaEndpoint } from "./RdmaEndpoint.js"
+
+/** Work-request ids of the receives kept posted on data QPs: `IMM_RECV_BASE + lane`. */
+export const IMM_RECV_BASE = 0x2_0000_0000
+/** Work-request ids of the markers (`RDMA_WRITE_WITH_IMM`): `MARK_SEND_BASE + marker`. */
+export const MARK_SEND_BASE = 0x3_0000_0000
+/** How long an unreleased record, or immediates without their record, are kept (ms). */
+export const HELD_TTL_MS = 60_000
+/** Most (peer, tag) entries the receiver keeps; past it the oldest go (counted as expired). */
+export const HELD_CAP = 65_536
+
+/** Is `wrId` one of the data QPs' immediate receives? */
+export const isImmRecv = (wrId: number): boolean => wrId >= IMM_RECV_BASE && wrId < MARK_SEND_BASE
+
+/** Is `wrId` a marker's? */
+export const isMarker = (wrId: number): boolean => wrId >= MARK_SEND_BASE
+
+const recvWr: RecvWr = { wrId: 0, sgList: [], numSge: 0 }
+
+/** Posts `n` 0-byte receives on a data QP (lane `lane`); the errno of the first that failed, else 0. */
+export const postImmRecvs = (qp: QueuePair, lane: number, n: number): number => {
+  recvWr.wrId = IMM_RECV_BASE + lane
+  for (let i = 0; i < n; i++) {
+    const rc = qp.postRecv(recvWr)
+    if (rc !== 0) return rc
+  }
+  return 0
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Receiver
+// ---------------------------------------------------------------------------------------------------------------------
+
+interface Held {
+  /** Lanes the record names (0: the record has not come yet). */
+  lanes: number
+  /** Immediates counted. */
+  seen: number
+  /** Hands the record to the delivery point (set when the record came). */
+  release: (() => void) | undefined
+  readonly at: number
+}
+
+/** The receiver's counters (`tent_notify_imm_*`). */
+export interface ImmCounters {
+  /** Immediates received on data QPs. */
+  marks: number
+  /** Held records received. */
+  held: number
+  /** Records released (every lane's immediate arrived). */
+  released: number
+  /** Entries dropped unreleased after {@link HELD_TTL_MS} or past {@link HELD_CAP}. */
+  expired: number
+}
+
+/** The receiver's table: immediates counted and records held, per (peer segment, tag). */
+export class TransferMarks {
+  readonly counters: ImmCounters = { marks: 0, held: 0, released: 0, expired: 0 }
+  private readonly table = new Map<string, Held>()
+
+  constructor(private readonly now: () => number = () => performance.now()) {}
+
+  private entry(segment: string, tag: number): [string, Held] {
+    const key = `${segment}\u0000${tag}`
+    let h = this.table.get(key)
+    if (h === undefined) {
+      if (this.table.size >= HELD_CAP) this.evictOldest()
+      h = { lanes: 0, seen: 0, release: undefined, at: this.now() }
+      this.table.set(key, h)
+    }
+    return [key, h]
+  }
+
+  private settle(key: string, h: Held): void {
+    if (h.release === undefined || h.seen < h.lanes) return
+    this.table.delete(key)
+    this.counters.released++
+    h.release()
+  }
+
+  /** One lane's immediate `tag` arrived from `segment` (a data QP's receive completion). */
+  mark(segment: string, tag: number): void {
+    this.counters.marks++
+    const [key, h] = this.entry(segment, tag)
+    h.seen++
+    this.settle(key, h)
+  }
+
+  /** The held record `tag` from `segment`, naming `lanes` lanes, arrived; `release` delivers it. */
+  hold(segment: string, tag: number, lanes: number, release: () => void): void {
+    this.counters.held++
+    const [key, h] = this.entry(segment, tag)
+    if (h.release !== undefined) return // a resent copy of a record already held
+    h.lanes = lanes
+    h.release = release
+    this.settle(key, h)
+  }
+
+  /** Entries (records or immediates) waiting. */
+  get size(): number {
+    return this.table.size
+  }
+
+  /** Drops what waited longer than {@link HELD_TTL_MS}; returns how many. */
+  sweep(): number {
+    const limit = this.now() - HELD_TTL_MS
+    let n = 0
+    for (const [key, h] of this.table) {
+      if (h.at > limit) break // insertion order: the rest are younger
+      this.table.delete(key)
+      n++
+    }
+    this.counters.expired += n
+    return n
+  }
+
+  private evictOldest(): void {
+    const first = this.table.keys().next()
+    if (first.done === true) return
+    this.table.delete(first.value)
+    this.counters.expired++
+  }
+}
+
+/**
+ * A data QP's receive completed: an immediate (counted, and the receive posted again) or a flush (the QP is gone).
+ * Returns true when it was an immediate.
+ */
+export const onImmRecv = (marks: TransferMarks, segment: string, qp: QueuePair, wc: WorkCompletion): boolean => {
+  if (wc.status !== WcStatus.SUCCESS) return false
+  marks.mark(segment, wc.immData >>> 0)
+  recvWr.wrId = wc.wrId
+  qp.postRecv(recvWr)
+  return true
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Sender
+// ---------------------------------------------------------------------------------------------------------------------
+
+/** A held record's tag and lane count; `active` until the fallback may send it as an ordinary notification. */
+export interface Hold {
+  readonly tag: number
+  readonly lanes: number
+  active: boolean
+}
+
+/** The records sent held, by their notification object (one object per record: the ledger keeps it). */
+export const holds = new WeakMap<Notification, Hold>()
+
+/** Is `n` a record that must not go anywhere but held on a notify QP yet? */
+export const holdActive = (n: Notification): boolean => holds.get(n)?.active === true
+
+/** A lane a tracked transfer's slices were posted on, with a valid remote range for its 0-byte marker. */
+export interface ImmLane {
+  readonly ep: RdmaEndpoint
+  readonly lane: number
+  readonly remoteAddr: number
+  readonly rkey: number
+}
+
+/**
+ * The sender's state of one hook's notification to one target on the immediates path:
+ * `posting` (slices still to be posted) → `marked` (record and markers posted) → `ok` (every marker completed), or
+ * `spoiled` at any point (the ordinary path takes over, see the module doc).
+ */
+export class ImmTrack {
+  state: "posting" | "marked" | "ok" | "spoiled" = "posting"
+  /** Slices of the tracked tasks not posted yet. */
+  unposted = 0
+  /** Markers posted and not completed. */
+  markersOut = 0
+  readonly lanes: Array<ImmLane> = []
+  /** The record as sent held (its own object: the ledger and {@link holds} key it), once sent. */
+  record: Notification | undefined = undefined
+  /** Every tracked task completed (the sender's classic point): a spoiled record may now go unheld. */
+  tasksDone = false
+
+  constructor(
+    readonly target: string,
+    readonly notification: Notification,
+    /** Sends the record again unheld with its stamp (the receipts' resend): the fallback once spoiled and done. */
+    private readonly resendUnheld: (target: string) => void
+  ) {}
+
+  /**
+   * The record went (held): from here the ledger carries it — released by the markers, or resent unheld with its
+   * stamp after a spoil. Otherwise the hook sends the notification the ordinary way.
+   */
+  get served(): boolean {
+    return this.record !== undefined
+  }
+
+  /** The ordinary path takes over; a record already sent goes again unheld once the tasks completed. */
+  spoil(): void {
+    if (this.state === "spoiled") return
+    this.state = "spoiled"
+    this.release()
+  }
+
+  /**
+   * Every marker completed: the data is at the peer's NIC. If the record itself is lost with its notify QP, the
+   * receipts' resend may now carry it unheld (after `receipt_resend_ms`, far longer than any placement).
+   */
+  ok(): void {
+    this.state = "ok"
+    const h = this.record === undefined ? undefined : holds.get(this.record)
+    if (h !== undefined) h.active = false
+  }
+
+  /** The tracked tasks completed (the batch's hooks are due). */
+  done(): void {
+    this.tasksDone = true
+    if (this.state === "spoiled") this.release()
+  }
+
+  private release(): void {
+    if (!this.tasksDone || this.record === undefined) return
+    const h = holds.get(this.record)
+    if (h === undefined || !h.active) return
+    h.active = false
+    this.resendUnheld(this.target)
+  }
+}
+
+/** The sender's counters. */
+export interface MarkerCounters {
+  records: number
+  markers: number
+  markerErrors: number
+  spoiled: number
+}
+
+/**
+ * The sender's markers: tracks the lanes a tracked transfer's slices were posted on, and once all are posted sends
+ * the held record and one 0-byte `RDMA_WRITE_WITH_IMM` per lane. Plain synchronous code on the slice path.
+ */
+export class Markers {
+  private readonly wr: SendWr = {
+    wrId: 0,
+    opcode: WrOpcode.RDMA_WRITE_WITH_IMM,
+    sendFlags: SendFlags.SIGNALED,
+    sgList: [],
+    numSge: 0,
+    remoteAddr: 0,
+    rkey: 0,
+    immData: 0
+  }
+  private readonly out = new Map<number, { readonly track: ImmTrack; readonly ep: RdmaEndpoint }>()
+  private next = 1
+  private tag = 0
+  /** Records and markers posted, markers failed, tracks spoiled. */
+  readonly counters: ImmCounters & MarkerCounters
+
+  /** `counters`: the receiver's, extended (one object in `Diagnostics`). */
+  constructor(counters: ImmCounters) {
+    this.counters = Object.assign(counters, { markers: 0, markerErrors: 0, spoiled: 0, records: 0 })
+  }
+
+  /**
+   * A tracked slice was posted on `ep`'s lane `lane` (`first`: its first post). A re-post after the markers went
+   * spoils the track (its new lane has no marker behind it); the last first post sends record and markers.
+   */
+  posted(t: ImmTrack, first: boolean, ep: RdmaEndpoint, lane: number, remoteAddr: number, rkey: number): void {
+    if (t.state === "spoiled") return
+    if (!first) {
+      if (t.state !== "posting") return this.spoil(t)
+    } else t.unposted--
+    let known = false
+    for (const l of t.lanes) if (l.ep === ep && l.lane === lane) known = true
+    if (!known) t.lanes.push({ ep, lane, remoteAddr, rkey })
+    if (t.unposted === 0 && t.state === "posting") this.send(t)
+  }
+
+  private spoil(t: ImmTrack): void {
+    if (t.state !== "spoiled") this.counters.spoiled++
+    t.spoil()
+  }
+
+  /** The held record on the first lane's notify QP, then a marker on every lane; any obstacle spoils the track. */
+  private send(t: ImmTrack): void {
+    const lanes = t.lanes
+    const first = lanes[0]?.ep
+    if (first === undefined || !first.connected || first.peerImmRecvs === 0) return this.spoil(t)
+    for (const l of lanes) {
+      if (l.ep.status !== "READY" || (l.ep.wrDepth[l.lane] as number) >= l.ep.laneDepth) return this.spoil(t)
+    }
+    const tag = (this.tag = (this.tag + 1) >>> 0)
+    const record: Notification = { ...t.notification }
+    holds.set(record, { tag, lanes: lanes.length, active: true })
+    if (first.notify.postNotification(record) !== 0) {
+      holds.delete(record)
+      return this.spoil(t)
+    }
+    this.counters.records++
+    t.record = record
+    t.state = "marked"
+    const wr = this.wr
+    wr.immData = tag
+    for (const l of lanes) {
+      const id = this.next++
+      wr.wrId = MARK_SEND_BASE + id
+      wr.remoteAddr = l.remoteAddr
+      wr.rkey = l.rkey
+      if ((l.ep.dataQps[l.lane] as QueuePair).postSend(wr) !== 0) {
+        this.counters.markerErrors++
+        this.spoil(t)
+        continue
+      }
+      l.ep.wrDepth[l.lane] = (l.ep.wrDepth[l.lane] as number) + 1
+      this.out.set(id, { track: t, ep: l.ep })
+      t.markersOut++
+      this.counters.markers++
+    }
+  }
+
+  /** A marker's completion (its lane's depth already given back by the caller). */
+  completed(wc: WorkCompletion): void {
+    const id = wc.wrId - MARK_SEND_BASE
+    const m = this.out.get(id)
+    if (m === undefined) return
+    this.out.delete(id)
+    const t = m.track
+    t.markersOut--
+    if (wc.status !== WcStatus.SUCCESS) {
+      this.counters.markerErrors++
+      this.spoil(t)
+    } else if (t.markersOut === 0 && t.state === "marked") t.ok()
+  }
+
+  /** `ep` is being destroyed: its markers' completions will not be seen; their tracks spoil. */
+  cancel(ep: RdmaEndpoint): void {
+    for (const [id, m] of this.out) {
+      if (m.ep !== ep) continue
+      this.out.delete(id)
+      this.spoil(m.track)
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// The held record on the wire
+// ---------------------------------------------------------------------------------------------------------------------
+
+/**
+ * The held record's flag in a CtrlFrame v1 header (bit 2; sent only to a peer that advertised `notify_imm_recvs`):
+ * its payload ends with an 8-byte trailer, `[u32 tag][u32 lanes]` little-endian, counted in `payload_len`.
+ */
+export const FLAG_HELD = 4
+const OFF_FLAGS = 6
+const OFF_PAYLOAD_LEN = 40
+const TRAILER = 8
+
+/** Makes the CtrlFrame written at `buf[offset, +len)` a held record of `hold`; its new length, or -1 past `cap`. */
+export const makeHeld = (buf: Buffer, offset: number, len: number, cap: number, hold: Hold): number => {
+  if (len < CtrlFrame.HEADER_BYTES || len + TRAILER > cap) return -1
+  if (buf.readUInt32LE(offset) !== CtrlFrame.MAGIC) return -1
+  buf.writeUInt16LE(buf.readUInt16LE(offset + OFF_FLAGS) | FLAG_HELD, offset + OFF_FLAGS)
+  buf.writeUInt32LE(buf.readUInt32LE(offset + OFF_PAYLOAD_LEN) + TRAILER, offset + OFF_PAYLOAD_LEN)
+  buf.writeUInt32LE(hold.tag >>> 0, offset + len)
+  buf.writeUInt32LE(hold.lanes >>> 0, offset + len + 4)
+  return len + TRAILER
+}
+
+/**
+ * If the frame at `buf[offset, +len)` is a held record: takes its trailer into `out`, makes the frame the ordinary
+ * one in place (flag cleared, trailer uncounted) and returns its length; else -1 (the frame is left as it was).
+ */
+export const takeHeld = (buf: Buffer, offset: number, len: number, out: { tag: number; lanes: number }): number => {
+  if (len < CtrlFrame.HEADER_BYTES + TRAILER || buf.readUInt32LE(offset) !== CtrlFrame.MAGIC) return -1
+  const flags = buf.readUInt16LE(offset + OFF_FLAGS)
+  if ((flags & FLAG_HELD) === 0) return -1
+  const payload = buf.readUInt32LE(offset + OFF_PAYLOAD_LEN)
+  if (payload !== len - CtrlFrame.HEADER_BYTES || payload < TRAILER) return -1
+  out.tag = buf.readUInt32LE(offset + len - TRAILER)
+  out.lanes = buf.readUInt32LE(offset + len - 4)
+  if (out.lanes === 0) return -1
+  buf.writeUInt16LE(flags & ~FLAG_HELD, offset + OFF_FLAGS)
+  buf.writeUInt32LE(payload - TRAILER, offset + OFF_PAYLOAD_LEN)
+  return len - TRAILER
+}
