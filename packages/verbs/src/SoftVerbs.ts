@@ -17,6 +17,7 @@ import { DEFAULT_TRIM_THRESHOLD, type HeapTrim, heapTrim, keepHeapTop } from "./
 import { DEFAULT_SCAVENGE_EVERY_BYTES, paceScavenges, pacing, type ScavengePacing } from "./soft/Scavenge.js"
 import { SoftCq } from "./soft/SoftCq.js"
 import {
+  checkDeviceConfig,
   type SocketBuffers,
   type SoftCounters,
   SoftDevice,
@@ -65,7 +66,8 @@ export type {
    */
   SoftCounters,
   /**
-   * A SoftVerbs device's name, where it listens (`host:port`) and the socket buffer size it asks for.
+   * A SoftVerbs device's name, where it listens (`host:port`), the socket buffer size it asks for and how late an RDMA
+   * WRITE's payload may land after its ACK (`placementDelayMs`, default 0).
    *
    * @since 0.1.0
    */
@@ -320,7 +322,9 @@ const logSocketBuffers = (device: SoftDevice): Effect.Effect<void> => {
 }
 
 /**
- * Creates the devices (binding their sockets) and the two services; everything closes with the scope.
+ * Creates the devices (binding their sockets) and the two services; everything closes with the scope. A device named
+ * twice, or a setting out of range (`socketBufferBytes`, `placementDelayMs`, `mallocTrimThreshold`,
+ * `scavengeEveryBytes`), fails `RdmaError` EINVAL naming it, before any socket is bound.
  *
  * @since 0.1.0
  */
@@ -336,16 +340,8 @@ export const make = (
         )
       }
       names.add(d.name)
-      const bytes = d.socketBufferBytes
-      if (bytes !== undefined && !(Number.isSafeInteger(bytes) && bytes > 0)) {
-        return yield* Effect.fail(
-          rdmaError(
-            "ibv_open_device",
-            Errno.EINVAL,
-            `device "${d.name}": socketBufferBytes must be a positive integer of bytes, got ${bytes}`
-          )
-        )
-      }
+      const bad = checkDeviceConfig(d)
+      if (bad !== undefined) return yield* Effect.fail(rdmaError("ibv_open_device", Errno.EINVAL, bad))
     }
     const trim = options.mallocTrimThreshold ?? DEFAULT_TRIM_THRESHOLD
     if (!(Number.isSafeInteger(trim) && trim >= 0 && trim <= 2 ** 31 - 1)) {

@@ -42,6 +42,8 @@ export interface PairOptions {
   readonly maxWr?: number
   readonly access?: number
   readonly connect?: boolean
+  /** Settings of both devices besides their names (`placementDelayMs`, `socketBufferBytes`). */
+  readonly device?: Omit<SoftVerbs.SoftDeviceConfig, "name">
 }
 
 export const ALL_ACCESS = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ
@@ -73,18 +75,33 @@ export const openSide = (
 /** Two devices `a` and `b` in this process with a connected RC QP pair. */
 export const makePair = (options: PairOptions = {}) =>
   Effect.gen(function* () {
-    const { control, verbs } = yield* SoftVerbs.make({ devices: [{ name: "a" }, { name: "b" }] })
+    const { control, verbs } = yield* SoftVerbs.make({
+      devices: [
+        { ...options.device, name: "a" },
+        { ...options.device, name: "b" }
+      ]
+    })
     const a = yield* openSide(verbs, control, "a", options)
     const b = yield* openSide(verbs, control, "b", options)
-    const pa = { ...Rc.defaultParams, ...options.params, ...options.paramsA }
-    const pb = { ...Rc.defaultParams, ...options.params, ...options.paramsB }
     const psnA = Rc.randomPsn()
     const psnB = Rc.randomPsn()
-    if (options.connect !== false) {
-      yield* Rc.connect(a.qp, psnA, { gid: yield* b.ctx.queryGid(1, 0), qpNum: b.qp.qpNum, psn: psnB }, pa)
-      yield* Rc.connect(b.qp, psnB, { gid: yield* a.ctx.queryGid(1, 0), qpNum: a.qp.qpNum, psn: psnA }, pb)
-    }
+    if (options.connect !== false) yield* connectSides(a, b, options, psnA, psnB)
     return { a, b, control, verbs, psnA, psnB }
+  })
+
+/** Connects the RC QPs of two sides to each other (RESET → RTS), with `options`' RC parameters. */
+export const connectSides = (
+  a: Side,
+  b: Side,
+  options: PairOptions = {},
+  psnA = Rc.randomPsn(),
+  psnB = Rc.randomPsn()
+) =>
+  Effect.gen(function* () {
+    const pa = { ...Rc.defaultParams, ...options.params, ...options.paramsA }
+    const pb = { ...Rc.defaultParams, ...options.params, ...options.paramsB }
+    yield* Rc.connect(a.qp, psnA, { gid: yield* b.ctx.queryGid(1, 0), qpNum: b.qp.qpNum, psn: psnB }, pa)
+    yield* Rc.connect(b.qp, psnB, { gid: yield* a.ctx.queryGid(1, 0), qpNum: a.qp.qpNum, psn: psnA }, pb)
   })
 
 /** A plain copy of a work completion. */

@@ -1,6 +1,6 @@
 /**
- * What a SoftVerbs device is configured with and reports: where it listens, its socket buffers, the faults it can
- * inject (and how a fault setting is checked), and its counters.
+ * What a SoftVerbs device is configured with and reports: where it listens, its socket buffers, how late a WRITE's
+ * payload may land, the faults it can inject (and how a configuration or a fault setting is checked), and its counters.
  */
 import { InvalidFaults } from "../Errors.js"
 import type { QpCounters } from "./SoftQp.js"
@@ -17,6 +17,37 @@ export interface SoftDeviceConfig {
    * `wmem_max`); the window of every QP is sized to what it granted.
    */
   readonly socketBufferBytes?: number
+  /**
+   * Milliseconds between a responder accepting (and acknowledging) an RDMA WRITE or WRITE_WITH_IMM packet and its
+   * payload landing in the target MR: a whole number from 0 to 1000 (`MAX_PLACEMENT_DELAY_MS`), default 0 (placed as
+   * it arrives). It models a NIC whose ACK means it has the data, not that host memory shows it (PCIe posted writes).
+   * Order within a QP holds (a later receive completion or READ of the QP waits for the earlier payloads); across QPs
+   * nothing does, so a SEND on another QP can complete before an earlier WRITE's bytes are visible. See
+   * `qp/Placement.ts`.
+   */
+  readonly placementDelayMs?: number
+}
+
+/** The longest `placementDelayMs` a device accepts, in milliseconds. */
+export const MAX_PLACEMENT_DELAY_MS = 1000
+
+/**
+ * Checks a device's configuration: what is wrong with it, naming the device and the key, or undefined. (Its name is
+ * checked for uniqueness by the provider, which sees every device.)
+ */
+export const checkDeviceConfig = (config: SoftDeviceConfig): string | undefined => {
+  const bytes = config.socketBufferBytes
+  if (bytes !== undefined && !(Number.isSafeInteger(bytes) && bytes > 0)) {
+    return `device "${config.name}": socketBufferBytes must be a positive integer of bytes, got ${bytes}`
+  }
+  const delay = config.placementDelayMs
+  if (delay !== undefined && !(Number.isInteger(delay) && delay >= 0 && delay <= MAX_PLACEMENT_DELAY_MS)) {
+    return (
+      `device "${config.name}": placementDelayMs must be a whole number of milliseconds from 0 ` +
+      `to ${MAX_PLACEMENT_DELAY_MS}, got ${String(delay)}`
+    )
+  }
+  return undefined
 }
 
 /** The socket buffers of a device: what was asked, and what the kernel granted (as Linux reports it: doubled). */
@@ -75,6 +106,7 @@ export const newCounters = (): SoftCounters => ({
   seqNaksSent: 0,
   readRerequests: 0,
   accessNaksSent: 0,
+  placementsDelayed: 0,
   duplicates: 0,
   droppedState: 0,
   foreignSource: 0,

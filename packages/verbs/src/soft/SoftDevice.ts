@@ -1,7 +1,8 @@
 /**
  * A SoftVerbs device: one UDP socket (its "NIC port"), its QPs, MRs and CQs, its counters and its fault injection.
  * Every datagram is validated before a QP sees it; a malformed one is counted and dropped, never thrown. Its
- * configuration, counters and fault checks are in `DeviceConfig.ts`.
+ * configuration, counters and fault checks are in `DeviceConfig.ts`; its optional delayed placement of WRITE payloads
+ * (`placementDelayMs`) in `qp/Placement.ts`.
  */
 import * as dgram from "node:dgram"
 import type { AddressInfo } from "node:net"
@@ -9,8 +10,10 @@ import { EventType, PortState } from "../Constants.js"
 import type { InvalidFaults } from "../Errors.js"
 import type { AsyncEvent, QpCap } from "../Verbs.js"
 import {
+  checkDeviceConfig,
   checkFaults,
   datagramCost,
+  MAX_PLACEMENT_DELAY_MS,
   newCounters,
   SOCKET_BUFFER,
   type SocketBuffers,
@@ -20,13 +23,14 @@ import {
 } from "./DeviceConfig.js"
 import { MrTable, type SoftMr } from "./Memory.js"
 import { HDR, Off, validate } from "./Packet.js"
+import { landAll } from "./qp/Placement.js"
 import { WINDOW } from "./qp/Requester.js"
 import { pacing, received } from "./Scavenge.js"
 import { type CqHost, SoftCq } from "./SoftCq.js"
 import { type QpHost, SoftQp } from "./SoftQp.js"
 
 export type { SocketBuffers, SoftCounters, SoftDeviceConfig, SoftFaults }
-export { checkFaults, datagramCost, SOCKET_BUFFER }
+export { checkDeviceConfig, checkFaults, datagramCost, MAX_PLACEMENT_DELAY_MS, SOCKET_BUFFER }
 
 /**
  * Requests a responder may accept before it must acknowledge, when more keep arriving; and datagrams a device may read
@@ -81,7 +85,9 @@ export class SoftDevice implements QpHost, CqHost {
     readonly port: number,
     private readonly socket: dgram.Socket,
     /** The socket buffers asked for and granted; the window of every QP follows them (`windowFor`). */
-    readonly socketBuffers: SocketBuffers
+    readonly socketBuffers: SocketBuffers,
+    /** How long an accepted RDMA WRITE payload waits before it lands in memory (`SoftDeviceConfig.placementDelayMs`). */
+    readonly placementDelayMs: number
   ) {
     this.guid = (BigInt(port) | (BigInt(Math.floor(Math.random() * 0xffffff)) << 16n) | (0x02n << 56n))
       .toString(16)
@@ -111,7 +117,14 @@ export class SoftDevice implements QpHost, CqHost {
         }
         const buffers = { asked, recv: socket.getRecvBufferSize(), send: socket.getSendBufferSize() }
         const address = socket.address() as AddressInfo
-        const device = new SoftDevice(config.name, address.address, address.port, socket, buffers)
+        const device = new SoftDevice(
+          config.name,
+          address.address,
+          address.port,
+          socket,
+          buffers,
+          config.placementDelayMs ?? 0
+        )
         socket.on("error", () => {
           device.counters.sendErrors++
         })
@@ -379,6 +392,12 @@ export class SoftDevice implements QpHost, CqHost {
   }
 
   deregisterMr(mr: SoftMr): void {
+    // A NIC finishes its writes to a region before the region is gone: what is still to land, lands now.
+    if (this.placementDelayMs > 0) {
+      this.run(() => {
+        for (const qp of this.qps.values()) landAll(qp, true)
+      })
+    }
     this.mrs.deregister(mr)
   }
 

@@ -10,13 +10,16 @@
  * ACKs ride on the reverse-direction packets of the same QP pair when there are any, otherwise one coalesced ACK per
  * event-loop turn is sent (not RoCE wire behaviour, but the semantics are IB's). In ERR every outstanding and newly
  * posted WR completes `WR_FLUSH_ERR`, and packets for the QP are dropped without an ACK, so the peer's retry budget
- * runs out as it would against a dead NIC. RESET and destroy remove the QP's unpolled completions from its CQs.
+ * runs out as it would against a dead NIC. RESET and destroy remove the QP's unpolled completions from its CQs. With
+ * the device's `placementDelayMs`, WRITE payloads land late and the QP's later receive completions wait for them
+ * (`qp/Placement.ts`).
  */
 import type { Effect } from "effect"
 import { type EventType, Mtu, QpState } from "../Constants.js"
 import type { AhAttr, QpAttr, QpCap, QueuePair, RecvWr, SendWr } from "../Verbs.js"
 import type { SoftMr } from "./Memory.js"
 import { Flag, Off, Op } from "./Packet.js"
+import * as Placement from "./qp/Placement.js"
 import * as State from "./qp/QpState.js"
 import * as Requester from "./qp/Requester.js"
 import * as Responder from "./qp/Responder.js"
@@ -37,6 +40,8 @@ export interface QpHost {
   /** Runs `f` as a device handler: completion channel events are delivered when it returns. */
   run(f: () => void): void
   readonly counters: QpCounters
+  /** Milliseconds between accepting (and ACKing) an RDMA WRITE packet and its payload landing in memory (0: at once). */
+  readonly placementDelayMs: number
 }
 
 /** Per-device counters the QPs update. */
@@ -48,6 +53,8 @@ export interface QpCounters {
   /** READs re-requested from their first missing response because a later response arrived (no timer wait). */
   readRerequests: number
   accessNaksSent: number
+  /** RDMA WRITE payloads placed after the device's `placementDelayMs` rather than as they arrived. */
+  placementsDelayed: number
   duplicates: number
   droppedState: number
   foreignSource: number
@@ -150,6 +157,14 @@ export class SoftQp implements QueuePair {
   /** An RDMA WRITE message is open: only its MIDDLE or LAST may come next. */
   writeActive = false
 
+  // Delayed placement (`qp/Placement.ts`): WRITE payloads and the receive completions held behind them, in order.
+  readonly placementDelayMs: number
+  readonly placements: Array<Placement.Pending | undefined> = []
+  placementHead = 0
+  /** Entries in `placements` from `placementHead` on; 0 whenever `placementDelayMs` is 0. */
+  placementsPending = 0
+  placementTimer: ReturnType<typeof setTimeout> | undefined
+
   // Timers.
   retryTimer: ReturnType<typeof setTimeout> | undefined
   retryArmed = false
@@ -200,12 +215,14 @@ export class SoftQp implements QueuePair {
     this.rqSgeLkey = new Uint32Array(this.rqCap * this.maxRecvSge)
     this.maxWindow = device.windowFor(this.mtu)
     this.cwnd = this.maxWindow
+    this.placementDelayMs = device.placementDelayMs
   }
 
   // The timer callbacks, bound once per QP.
   readonly onRnrTimer = (): void => Requester.onRnrTimer(this)
   readonly onRetryTimer = (): void => Requester.onRetryTimer(this)
   readonly onRetryConfirm = (): void => Requester.onRetryConfirm(this)
+  readonly onPlacementTimer = (): void => Placement.onPlacementTimer(this)
 
   // ---------------------------------------------------------------------------------------------------------------
   // Data path (hot)

@@ -6,6 +6,7 @@ import { ackTimeoutMs, Errno, QpAttrMask as M, Mtu, mtuToBytes, QpState } from "
 import type { QpAttr } from "../../Verbs.js"
 import { softAddressOfGid } from "../Address.js"
 import type { SoftQp } from "../SoftQp.js"
+import { landAll } from "./Placement.js"
 import { completeFromHead, pump, stopTimers } from "./Requester.js"
 import { flushRecvQueue, sendAck } from "./Responder.js"
 import { flushSendQueue } from "./SendQueue.js"
@@ -209,6 +210,8 @@ const moveTo = (qp: SoftQp, cur: QpState, next: QpState): void => {
 
 /** Moves to ERR: every outstanding WR completes WR_FLUSH_ERR, in order, send queue first. */
 export const enterError = (qp: SoftQp): void => {
+  // WRITE payloads already acknowledged still land, and the completions held behind them precede the flush.
+  landAll(qp, true)
   qp.state = QpState.ERR
   stopTimers(qp)
   flushSendQueue(qp)
@@ -216,8 +219,12 @@ export const enterError = (qp: SoftQp): void => {
   qp.ackPending = false
 }
 
-/** RESET: forgets every WR and removes the QP's unpolled completions from its CQs. */
+/**
+ * RESET: forgets every WR and removes the QP's unpolled completions from its CQs. WRITE payloads already acknowledged
+ * land first; the completions held behind them go with the other unpolled ones.
+ */
 export const reset = (qp: SoftQp): void => {
+  landAll(qp, false)
   stopTimers(qp)
   qp.state = QpState.RESET
   qp.head = qp.tail = qp.txIdx = qp.txPkt = 0

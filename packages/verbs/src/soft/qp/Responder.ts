@@ -8,13 +8,15 @@
  * READ; anything else is NAKed Invalid Request and the responder QP goes to ERR (the open RECV, if any, completes
  * `REM_INV_REQ_ERR`) with `IBV_EVENT_QP_REQ_ERR`; the requester's WR completes `REM_INV_REQ_ERR`. RDMA WRITE and READ are checked against the target MR's
  * rkey, bounds and access flags; a violation NAKs, leaves memory untouched and moves the responder QP to ERR with
- * `IBV_EVENT_QP_ACCESS_ERR`.
+ * `IBV_EVENT_QP_ACCESS_ERR`. With the device's `placementDelayMs`, a WRITE's payload lands after the delay and the
+ * receive completions of the QP wait behind it (`Placement.ts`); the ACK does not wait.
  */
 import { AccessFlags, Errno, EventType, QpState, WcFlags, WcOpcode, WcStatus } from "../../Constants.js"
 import type { RecvWr } from "../../Verbs.js"
 import type { SoftMr } from "../Memory.js"
 import { Flag, HDR, Nak, Off, Op, unwrapPsn, writeHeader } from "../Packet.js"
 import type { SoftQp } from "../SoftQp.js"
+import { completeRecv, deferPlacement, landAll } from "./Placement.js"
 import { scatter, storeSgl } from "./Sge.js"
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -138,7 +140,7 @@ const receiveSend = (qp: SoftQp, msg: Buffer, flags: number, plen: number): bool
           : WcStatus.LOC_PROT_ERR
     if (status !== WcStatus.SUCCESS) {
       // The responder's RECV fails, the requester is told its request was invalid, and both QPs end in ERR.
-      qp.recvCq.push(qp.rqWrId[s] as number, status, WcOpcode.RECV, 0, 0, qp.qpNum, qp.destQpNum, 0)
+      completeRecv(qp, qp.rqWrId[s] as number, status, WcOpcode.RECV, 0, 0, qp.destQpNum, 0)
       qp.rqHead++
       qp.recvActive = false
       sendNak(qp, Nak.INVALID, qp.ePsn, 0)
@@ -149,13 +151,13 @@ const receiveSend = (qp: SoftQp, msg: Buffer, flags: number, plen: number): bool
   qp.recvOffset += plen
   if ((flags & Flag.LAST) !== 0) {
     const withImm = (flags & Flag.IMM) !== 0
-    qp.recvCq.push(
+    completeRecv(
+      qp,
       qp.rqWrId[s] as number,
       WcStatus.SUCCESS,
       WcOpcode.RECV,
       qp.recvOffset,
       withImm ? msg.readUInt32LE(Off.imm) : 0,
-      qp.qpNum,
       qp.destQpNum,
       withImm ? WcFlags.WITH_IMM : 0
     )
@@ -174,7 +176,7 @@ const invalidRequest = (qp: SoftQp): void => {
   qp.device.counters.protocolErrors++
   if (qp.recvActive) {
     const s = qp.rqHead % qp.rqCap
-    qp.recvCq.push(qp.rqWrId[s] as number, WcStatus.REM_INV_REQ_ERR, WcOpcode.RECV, 0, 0, qp.qpNum, qp.destQpNum, 0)
+    completeRecv(qp, qp.rqWrId[s] as number, WcStatus.REM_INV_REQ_ERR, WcOpcode.RECV, 0, 0, qp.destQpNum, 0)
     qp.rqHead++
     qp.recvActive = false
   }
@@ -227,17 +229,19 @@ const receiveWrite = (qp: SoftQp, msg: Buffer, flags: number, plen: number): boo
   }
   qp.writeActive = (flags & Flag.LAST) === 0
   if (mr !== undefined && plen > 0) {
-    msg.copy(mr.buffer, raddr - mr.addr + msg.readUInt32LE(Off.offset), HDR, HDR + plen)
+    const at = raddr - mr.addr + msg.readUInt32LE(Off.offset)
+    if (qp.placementDelayMs === 0) msg.copy(mr.buffer, at, HDR, HDR + plen)
+    else deferPlacement(qp, mr.buffer, at, msg, plen)
   }
   if (withImm) {
     const s = qp.rqHead % qp.rqCap
-    qp.recvCq.push(
+    completeRecv(
+      qp,
       qp.rqWrId[s] as number,
       WcStatus.SUCCESS,
       WcOpcode.RECV_RDMA_WITH_IMM,
       msgLen,
       msg.readUInt32LE(Off.imm),
-      qp.qpNum,
       qp.destQpNum,
       WcFlags.WITH_IMM
     )
@@ -252,6 +256,8 @@ const receiveWrite = (qp: SoftQp, msg: Buffer, flags: number, plen: number): boo
  * the READ began `offset / mtu` PSNs earlier, and only the responses from `offset` on are sent. A new READ starts at 0.
  */
 const executeRead = (qp: SoftQp, msg: Buffer, psn: number, duplicate: boolean): boolean => {
+  // A READ returns memory as the QP's earlier WRITEs left it: their payloads land first.
+  landAll(qp, true)
   const msgLen = msg.readUInt32LE(Off.msgLen)
   const raddr = msg.readDoubleLE(Off.raddr)
   const rkey = msg.readUInt32LE(Off.rkey)
