@@ -421,6 +421,7 @@ describe.skipIf(skip)("Ibverbs against the C double of libibverbs", () => {
           send_flags: 6,
           num_sge: 1,
           imm_data: 0xdeadbeef,
+          imm_bytes: "deadbeef",
           remote_addr: String(2 ** 47 - 4096),
           rkey: 0xfedcba98
         },
@@ -432,6 +433,7 @@ describe.skipIf(skip)("Ibverbs against the C double of libibverbs", () => {
           send_flags: 2,
           num_sge: 2,
           imm_data: 0,
+          imm_bytes: "00000000",
           remote_addr: "0",
           rkey: 0
         },
@@ -443,6 +445,7 @@ describe.skipIf(skip)("Ibverbs against the C double of libibverbs", () => {
           send_flags: 0,
           num_sge: 1,
           imm_data: 0,
+          imm_bytes: "00000000",
           remote_addr: String(0x1234_5678_9abc),
           rkey: 1
         }
@@ -460,7 +463,7 @@ describe.skipIf(skip)("Ibverbs against the C double of libibverbs", () => {
       expect(qp.postSend(write)).toBe(0)
       const again = takeLog()
       expect(again).toHaveLength(1)
-      expect(again[0]).toMatchObject({ imm_data: 1, wr_id: String(Number.MAX_SAFE_INTEGER) })
+      expect(again[0]).toMatchObject({ imm_data: 1, imm_bytes: "00000001", wr_id: String(Number.MAX_SAFE_INTEGER) })
     }).pipe(Effect.provide(verbs))
   )
 
@@ -487,6 +490,84 @@ describe.skipIf(skip)("Ibverbs against the C double of libibverbs", () => {
       expectSge(sges[0]?.[1], mr, 64, 1984)
       expectSge(sges[1]?.[0], mr, 2048, 2048)
     }).pipe(Effect.provide(verbs))
+  )
+
+  it.scopedLive(
+    "a 0-byte RDMA_WRITE_WITH_IMM and a RECV with no SGE marshal as verbs reads them; its completion reads back",
+    () =>
+      Effect.gen(function* () {
+        const { cq, cqIndex, qp } = yield* fixture()
+        // The constants are the header's.
+        expect(WrOpcode.RDMA_WRITE_WITH_IMM).toBe(fake.enumValue("IBV_WR_RDMA_WRITE_WITH_IMM"))
+        expect(SendFlags.SIGNALED).toBe(fake.enumValue("IBV_SEND_SIGNALED"))
+        expect(WcOpcode.RECV_RDMA_WITH_IMM).toBe(fake.enumValue("IBV_WC_RECV_RDMA_WITH_IMM"))
+        expect(WcOpcode.RDMA_WRITE).toBe(fake.enumValue("IBV_WC_RDMA_WRITE"))
+        expect(WcFlags.WITH_IMM).toBe(fake.enumValue("IBV_WC_WITH_IMM"))
+
+        expect(qp.postRecv({ wrId: 5, sgList: [], numSge: 0 })).toBe(0)
+        expect(qp.postRecv({ wrId: 6, sgList: [] })).toBe(0) // numSge defaults to the list's length: 0
+        expect(takeLog()).toEqual([
+          { kind: "recv", qp: qp.qpNum, wr_id: "5", num_sge: 0, sge: [] },
+          { kind: "recv", qp: qp.qpNum, wr_id: "6", num_sge: 0, sge: [] }
+        ])
+
+        const notify: SendWr = {
+          wrId: 7,
+          sgList: [],
+          numSge: 0,
+          opcode: WrOpcode.RDMA_WRITE_WITH_IMM,
+          sendFlags: SendFlags.SIGNALED,
+          immData: 0x80010203, // top bit set: an unsigned 32-bit immediate
+          remoteAddr: 2 ** 40 + 8,
+          rkey: 0x89abcdef
+        }
+        expect(qp.postSend(notify)).toBe(0)
+        expect(takeLog()).toEqual([
+          {
+            kind: "send",
+            qp: qp.qpNum,
+            wr_id: "7",
+            opcode: fake.enumValue("IBV_WR_RDMA_WRITE_WITH_IMM"),
+            send_flags: fake.enumValue("IBV_SEND_SIGNALED"),
+            num_sge: 0,
+            imm_data: 0x80010203,
+            imm_bytes: "80010203", // network order in the WR (imm_data is __be32)
+            remote_addr: String(2 ** 40 + 8),
+            rkey: 0x89abcdef,
+            sge: []
+          }
+        ])
+
+        // The responder's completion: RECV_RDMA_WITH_IMM, no bytes, the immediate back in host order.
+        fake.cqPush(
+          cqIndex,
+          5,
+          WcStatus.SUCCESS,
+          fake.enumValue("IBV_WC_RECV_RDMA_WITH_IMM"),
+          0,
+          0,
+          0x80010203,
+          qp.qpNum,
+          0x200,
+          fake.enumValue("IBV_WC_WITH_IMM"),
+          0,
+          0,
+          0,
+          0
+        )
+        const wc = WorkCompletion.array(2)
+        expect(cq.pollCq(2, wc)).toBe(1)
+        expect(wc[0]).toMatchObject({
+          wrId: 5,
+          status: WcStatus.SUCCESS,
+          opcode: WcOpcode.RECV_RDMA_WITH_IMM,
+          byteLen: 0,
+          immData: 0x80010203,
+          qpNum: qp.qpNum,
+          srcQp: 0x200,
+          wcFlags: WcFlags.WITH_IMM
+        })
+      }).pipe(Effect.provide(verbs))
   )
 
   it.scopedLive("a failed post returns C's errno and bad_wr maps back to the very WR object C rejected", () =>
