@@ -129,7 +129,15 @@ export const SegmentDesc = Schema.Struct({
    * (`RDMA_WRITE_WITH_IMM`, one per lane a transfer used): present only when it takes them; absent (TENT, and this
    * engine with `transports/rdma/notify/transfer_bound` = `notify_qp`), a peer gets the notify QP's bytes.
    */
-  notify_imm_recvs: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, 65536)))
+  notify_imm_recvs: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, 65536))),
+  /**
+   * The `notify_proto` the serving engine speaks, written only from level 3 (failure notices) up, so that a peer that
+   * never bootstraps an RDMA endpoint with it (transfers over TCP) learns the level too; absent otherwise (the level
+   * then comes from `BootstrapDesc`).
+   *
+   * @since 0.3.0
+   */
+  notify_proto: Schema.optional(U32)
 })
 /**
  * A decoded {@link SegmentDesc}.
@@ -165,12 +173,19 @@ export type NotificationStamp = typeof NotificationStamp.Type
  * A notification: `name` and `msg` are opaque bytes (binary-safe, as on the notify QP). `stamp` is optional: without
  * it a `Notify` carries exactly TENT's bytes; only peers that understand the trailer should be sent one.
  *
+ * `failure` (since 0.3.0) makes it a **failure notice**: the transfer-bound notification `name`/`msg` of a batch that
+ * ended FAILED, with the reason as text (possibly empty). The key is present only on failure notices, so a receiver
+ * tells one from a success by the key alone. Only a peer that advertised `notify_proto` 3 is sent one: a peer that
+ * does not know the key would read a success. On the `Notify` wire it is a trailer after a 24-byte stamp trailer
+ * (zeros when unstamped): `[u32 reason_len][reason]`.
+ *
  * @since 0.1.0
  */
 export const Notification = Schema.Struct({
   name: Schema.Uint8ArrayFromSelf,
   msg: Schema.Uint8ArrayFromSelf,
-  stamp: Schema.optional(NotificationStamp)
+  stamp: Schema.optional(NotificationStamp),
+  failure: Schema.optional(Schema.String)
 })
 /**
  * A {@link Notification}.

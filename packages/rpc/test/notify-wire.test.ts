@@ -186,3 +186,58 @@ describe("Notify with a stamp", () => {
     })
   )
 })
+
+describe("Notify with a failure notice (Notification.failure)", () => {
+  const body = (n: Notification): Buffer => {
+    const w = new FrameWriter()
+    notificationCodec.encode(w, n)
+    return w.take()
+  }
+  const reasonBytes = (reason: string): Buffer => {
+    const r = Buffer.from(reason, "utf8")
+    const len = Buffer.alloc(4)
+    len.writeUInt32LE(r.length, 0)
+    return Buffer.concat([len, r])
+  }
+
+  it("is the payload, a 24-byte stamp trailer (zeros unstamped), then [u32 reason_len][reason]; round-trips", () => {
+    const unstamped = { ...makeNotification("ab", "xyz"), failure: "TransferTimeout: slice in flight 10 s" }
+    const b1 = body(unstamped)
+    expect(b1).toEqual(Buffer.concat([abXyz, Buffer.alloc(24), reasonBytes(unstamped.failure)]))
+    const d1 = notificationCodec.decode(b1, 0, b1.length) as Notification
+    expect(d1).toEqual(unstamped)
+    expect("stamp" in d1).toBe(false)
+    const stamp = { session: 7n, seq: 9n, epoch: 2n ** 64n - 1n }
+    const b2 = body({ ...unstamped, stamp, failure: "é" })
+    expect(notificationCodec.decode(b2, 0, b2.length)).toEqual({ ...unstamped, stamp, failure: "é" })
+    // A stamp without an epoch keeps none; an empty reason is still a failure notice.
+    const b3 = body({ ...unstamped, stamp: { session: 7n, seq: 9n }, failure: "" })
+    expect(b3.length).toBe(13 + 28)
+    expect(notificationCodec.decode(b3, 0, b3.length)).toEqual({
+      ...unstamped,
+      stamp: { session: 7n, seq: 9n },
+      failure: ""
+    })
+  })
+
+  it("a success is the bytes of before (no key); a reason_len that does not end the body is malformed", () => {
+    expect(body(makeNotification("ab", "xyz"))).toEqual(abXyz)
+    expect("failure" in (notificationCodec.decode(abXyz, 0, abXyz.length) as Notification)).toBe(false)
+    const good = body({ ...makeNotification("ab", "xyz"), failure: "why" })
+    for (const bad of [good.subarray(0, good.length - 1), Buffer.concat([good, Buffer.alloc(1)])]) {
+      expect(() => notificationCodec.decode(bad, 0, bad.length)).toThrow(/malformed Notify body/)
+    }
+  })
+
+  it.scopedLive("through the server, the handler sees the failure and its stamp", () =>
+    Effect.gen(function* () {
+      const server = yield* startServer()
+      const agent = yield* makeAgent()
+      const stamp = { session: 3n, seq: 4n, epoch: 5n }
+      yield* agent.notify(server.address, { ...makeNotification("ab", "xyz"), stamp, failure: "RdmaTransferFailed" })
+      yield* agent.notify(server.address, makeNotification("ab", "xyz"))
+      expect(server.received[0]).toMatchObject({ stamp, failure: "RdmaTransferFailed" })
+      expect("failure" in (server.received[1] as Notification)).toBe(false)
+    })
+  )
+})

@@ -62,50 +62,76 @@ const copyOut = (buf: Buffer, start: number, end: number): Uint8Array => {
  */
 const STAMP_BYTES = 16
 const EPOCH_STAMP_BYTES = 24
+/**
+ * A failure notice's body (`Notification.failure`): TENT's payload, the 24-byte stamp trailer always (session and seq
+ * 0: unstamped; epoch 0: none), then `[u32 reason_len LE][reason, UTF-8]`. More than 24 bytes after `msg` is what
+ * marks it, so the three older forms (0, 16, 24 bytes) keep their meaning; a receiver that predates it finds a
+ * malformed body and refuses the call, never a success.
+ */
+const FAILURE_MIN_BYTES = EPOCH_STAMP_BYTES + 4
 
-/** Where {@link notifyRanges} found the name and message of a `Notify` body, and its stamp trailer (-1: none). */
+/** Where {@link notifyRanges} found the name and message of a `Notify` body, and its trailers (-1: none). */
 export class NotifyRanges extends NotifyWire.DecodedRanges {
   stampAt = -1
   /** Whether the trailer carries an epoch. */
   epoch = false
+  /** Where a failure notice's reason starts (-1: not a failure notice); it ends with the body. */
+  failureAt = -1
+  failureEnd = -1
 }
 
 const ranges = new NotifyRanges()
 
 /**
- * Checks the `Notify` body `buf[start, end)`: TENT's payload ({@link NotifyWire.decode}), then nothing or exactly a
- * stamp trailer. Returns where its parts lie, in one shared object (read it before the next call); throws when the
- * body is malformed (the connection is closed).
+ * Checks the `Notify` body `buf[start, end)`: TENT's payload ({@link NotifyWire.decode}), then nothing, exactly a
+ * stamp trailer, or a failure notice's trailers. Returns where its parts lie, in one shared object (read it before
+ * the next call); throws when the body is malformed (the connection is closed).
  */
 export const notifyRanges = (buf: Buffer, start: number, end: number): NotifyRanges => {
   if (NotifyWire.decode(buf, start, end - start, ranges) !== 0) throw new Error("malformed Notify body")
   const rest = end - ranges.msgEnd
+  ranges.failureAt = -1
+  if (rest >= FAILURE_MIN_BYTES) {
+    const at = ranges.msgEnd + EPOCH_STAMP_BYTES
+    if (buf.readUInt32LE(at) !== end - at - 4) throw new Error("malformed Notify body")
+    const unstamped = buf.readBigUInt64LE(ranges.msgEnd) === 0n && buf.readBigUInt64LE(ranges.msgEnd + 8) === 0n
+    ranges.stampAt = unstamped ? -1 : ranges.msgEnd
+    ranges.epoch = buf.readBigUInt64LE(ranges.msgEnd + 16) !== 0n
+    ranges.failureAt = at + 4
+    ranges.failureEnd = end
+    return ranges
+  }
   if (rest !== 0 && rest !== STAMP_BYTES && rest !== EPOCH_STAMP_BYTES) throw new Error("malformed Notify body")
   ranges.stampAt = rest === 0 ? -1 : ranges.msgEnd
   ranges.epoch = rest === EPOCH_STAMP_BYTES
   return ranges
 }
 
-/** The {@link Notification} of a `Notify` body {@link notifyRanges} checked, copied out of the frame (reused). */
-export const notificationAt = (buf: Buffer, r: NotifyRanges): Notification =>
-  r.stampAt < 0
-    ? { name: copyOut(buf, r.nameStart, r.nameEnd), msg: copyOut(buf, r.msgStart, r.msgEnd) }
-    : {
-        name: copyOut(buf, r.nameStart, r.nameEnd),
-        msg: copyOut(buf, r.msgStart, r.msgEnd),
-        stamp: r.epoch
-          ? {
-              session: buf.readBigUInt64LE(r.stampAt),
-              seq: buf.readBigUInt64LE(r.stampAt + 8),
-              epoch: buf.readBigUInt64LE(r.stampAt + 16)
-            }
-          : { session: buf.readBigUInt64LE(r.stampAt), seq: buf.readBigUInt64LE(r.stampAt + 8) }
+/** The stamp of a checked body (`stampAt` ≥ 0). */
+const stampAt = (buf: Buffer, r: NotifyRanges): NonNullable<Notification["stamp"]> =>
+  r.epoch
+    ? {
+        session: buf.readBigUInt64LE(r.stampAt),
+        seq: buf.readBigUInt64LE(r.stampAt + 8),
+        epoch: buf.readBigUInt64LE(r.stampAt + 16)
       }
+    : { session: buf.readBigUInt64LE(r.stampAt), seq: buf.readBigUInt64LE(r.stampAt + 8) }
+
+/** The {@link Notification} of a `Notify` body {@link notifyRanges} checked, copied out of the frame (reused). */
+export const notificationAt = (buf: Buffer, r: NotifyRanges): Notification => {
+  const name = copyOut(buf, r.nameStart, r.nameEnd)
+  const msg = copyOut(buf, r.msgStart, r.msgEnd)
+  if (r.failureAt >= 0) {
+    const failure = buf.toString("utf8", r.failureAt, r.failureEnd)
+    return r.stampAt < 0 ? { name, msg, failure } : { name, msg, stamp: stampAt(buf, r), failure }
+  }
+  return r.stampAt < 0 ? { name, msg } : { name, msg, stamp: stampAt(buf, r) }
+}
 
 /**
  * The `Notify` body: TENT's RDMA slot layout `[u32 name_len][name][u32 msg_len][msg]` ({@link NotifyWire}), plus the
  * 16-byte stamp trailer when the notification has a stamp, 24 bytes when the stamp has a non-zero epoch (without one
- * the bytes are the slot's).
+ * the bytes are the slot's); a failure notice always has the 24-byte trailer and its reason after it.
  */
 export const notificationCodec: BodyCodec = {
   encode: (w, value) => {
@@ -113,6 +139,19 @@ export const notificationCodec: BodyCodec = {
     const stamp = n.stamp
     const size = NotifyWire.HEADER_BYTES + n.name.length + n.msg.length
     const epoch = stamp?.epoch
+    const failure = n.failure
+    if (failure !== undefined) {
+      const reasonLen = Buffer.byteLength(failure, "utf8")
+      const at = w.reserve(size + FAILURE_MIN_BYTES + reasonLen)
+      const buf = w.buffer
+      NotifyWire.encode(buf, at, n.name, n.msg, size)
+      buf.writeBigUInt64LE(stamp?.session ?? 0n, at + size)
+      buf.writeBigUInt64LE(stamp?.seq ?? 0n, at + size + 8)
+      buf.writeBigUInt64LE(epoch ?? 0n, at + size + 16)
+      buf.writeUInt32LE(reasonLen, at + size + EPOCH_STAMP_BYTES)
+      buf.write(failure, at + size + FAILURE_MIN_BYTES, reasonLen, "utf8")
+      return
+    }
     const withEpoch = epoch !== undefined && epoch !== 0n
     const at = w.reserve(stamp === undefined ? size : size + (withEpoch ? EPOCH_STAMP_BYTES : STAMP_BYTES))
     NotifyWire.encode(w.buffer, at, n.name, n.msg, size)
