@@ -112,7 +112,7 @@ import {
   Stream
 } from "effect"
 import type { ConfigError } from "effect/ConfigError"
-import { CtrlFrame, Dedup, Diagnostics, Receipts, Resend, Series, TransferEngine } from "../src/index.js"
+import { CtrlFrame, Dedup, Diagnostics, Receipts, Resend, Series, SubmitHooks, TransferEngine } from "../src/index.js"
 import { NOTIFY_SLOTS } from "../src/internal/NotifyChannel.js"
 import { ReplayWindow, SessionTable, Verdict, WINDOW_WORDS } from "../src/internal/ReplayWindow.js"
 import { type Child, spawnChild } from "../test/fixtures/child.js"
@@ -1148,7 +1148,8 @@ const sendSeries = (
     Series.DescriptorPolicy,
     Series.Dedup,
     pr7 ? Series.Resend : Resend.layerLegacy,
-    Receipts.layerLegacy
+    Receipts.layerLegacy,
+    SubmitHooks.layerLegacy
   ).pipe(
     Layer.tap((ctx) =>
       Effect.sync(() => {

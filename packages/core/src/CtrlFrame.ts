@@ -45,6 +45,11 @@
  * are the notify slot's hot path: plain synchronous code on caller-provided Buffers, stamping `(session, seq)` with
  * epoch, ack_seq and flags 0.
  *
+ * Past the C++ (0.3.0): **failure notices**, flag bit 1 ({@link FLAG_FAILURE}) between peers at `notify_proto` 3: the
+ * payload is the notification, then `[u32 reason_len][reason]` (UTF-8) ending it. The decoders take the receiver's
+ * flag mask: by default {@link KNOWN_FLAGS}, so bit 1 is rejected `Flags` as the C++ rejects it; at level 3
+ * {@link KNOWN_FLAGS_FAILURE}. Frames with flags 0 or `NeedsAck` are the bytes of before.
+ *
  * @since 0.1.0
  */
 import { NotifyWire } from "@tent/rpc"
@@ -94,6 +99,29 @@ export const TYPE_NOTIFY_COMPAT = 10
 export const FLAG_NEEDS_ACK = 1
 
 /**
+ * Flag bit 1, past the C++ codec: a **failure notice** (the transfer-bound notification of a batch that ended FAILED),
+ * its payload ending with `[u32 reason_len][reason]`. Only to peers at `notify_proto` 3 (a decoder without the bit in
+ * its mask rejects the frame, `Flags`, as the C++ does).
+ *
+ * @since 0.3.0
+ */
+export const FLAG_FAILURE = 2
+
+/**
+ * `kCtrlFrameKnownFlagsMask`: the flag bits a v1 decoder accepts (`NeedsAck`), the default mask of the decoders.
+ *
+ * @since 0.3.0
+ */
+export const KNOWN_FLAGS = FLAG_NEEDS_ACK
+
+/**
+ * The flag bits a receiver at `notify_proto` 3 accepts: `NeedsAck` and {@link FLAG_FAILURE}.
+ *
+ * @since 0.3.0
+ */
+export const KNOWN_FLAGS_FAILURE = FLAG_NEEDS_ACK | FLAG_FAILURE
+
+/**
  * The largest `name.length + msg.length` one frame carries in a notify slot: 65 536 − 44 − 8 = 65 484.
  *
  * @since 0.1.0
@@ -116,7 +144,7 @@ export const Reject = {
   Type: 13,
   /** A known type other than `NOTIFY_COMPAT`: a control frame, not a notification. */
   NotNotify: 14,
-  /** A flag bit other than `NeedsAck` (cpp:235). */
+  /** A flag bit other than those the decoder knows: `NeedsAck`, and `FLAG_FAILURE` at level 3 (cpp:235). */
   Flags: 15,
   /** `payload_len` is not exactly the bytes after the header (cpp:236). */
   PayloadLength: 16,
@@ -126,7 +154,7 @@ export const Reject = {
   NameTooLong: 18,
   /** `msg_len` overruns the payload (cpp:73). */
   MsgTooLong: 19,
-  /** Bytes after `msg` inside the payload (cpp:76). */
+  /** Bytes after `msg` inside the payload (cpp:76); with `FLAG_FAILURE`, anything but exactly the reason. */
   Trailing: 20
 } as const
 
@@ -140,10 +168,12 @@ export interface Frame {
   readonly epoch: bigint
   readonly seq: bigint
   readonly ackSeq: bigint
-  /** 0 or {@link FLAG_NEEDS_ACK}. */
+  /** 0 or {@link FLAG_NEEDS_ACK}, and {@link FLAG_FAILURE} exactly when `failure` is given. */
   readonly flags: number
   readonly name: Uint8Array
   readonly msg: Uint8Array
+  /** A failure notice's reason (with {@link FLAG_FAILURE}, since 0.3.0); absent otherwise. */
+  readonly failure?: string | undefined
 }
 
 /**
@@ -191,6 +221,18 @@ export class StampedRanges extends NotifyWire.DecodedRanges {
    * @since 0.2.0
    */
   needsAck = false
+  /**
+   * Where a failure notice's reason starts in the buffer ({@link FLAG_FAILURE}); -1: not a failure notice.
+   *
+   * @since 0.3.0
+   */
+  failureStart = -1
+  /**
+   * Where a failure notice's reason ends; -1: not a failure notice.
+   *
+   * @since 0.3.0
+   */
+  failureEnd = -1
 }
 
 /**
@@ -229,9 +271,13 @@ const OFF_ACK_SEQ = 32
 const OFF_PAYLOAD_LEN = 40
 const TYPE_MIN = 1
 const UINT32_MAX = 0xffffffff
+/** Bytes of a failure notice's reason prefix, `u32 reason_len`. */
+const FAILURE_PREFIX_BYTES = 4
 
 // NotifyWire.decode writes its ranges before the exact-end check runs: decode into this, copy to `out` on success.
 const scratch = new NotifyWire.DecodedRanges()
+/** Where the checked frame's reason starts (-1: none); set by `check` with `scratch`. */
+let scratchFailure = -1
 
 /** Writes the 44-byte header at `offset`. */
 const writeHeader = (
@@ -257,20 +303,32 @@ const writeHeader = (
 }
 
 /**
- * Encodes a whole frame into a new array. Like `encodeCtrlFrame` it refuses flags outside {@link FLAG_NEEDS_ACK}
- * and a payload above `UINT32_MAX` bytes; it throws a `RangeError` for those and for a u64 field outside
- * `[0, 2^64)`: a caller's bug, not a wire condition.
+ * Encodes a whole frame into a new array. Like `encodeCtrlFrame` it refuses unknown flags — here anything outside
+ * {@link FLAG_NEEDS_ACK} and {@link FLAG_FAILURE}, the latter only together with `failure` — and a payload above
+ * `UINT32_MAX` bytes; it throws a `RangeError` for those and for a u64 field outside `[0, 2^64)`: a caller's bug, not
+ * a wire condition.
  *
  * @since 0.1.0
  */
 export const encode = (frame: Frame): Uint8Array => {
-  const { flags, msg, name } = frame
-  if (flags !== (flags & FLAG_NEEDS_ACK)) throw new RangeError(`CtrlFrame flags ${flags}: only NeedsAck (1) is known`)
-  const payloadLen = NotifyWire.HEADER_BYTES + name.length + msg.length
+  const { flags, msg, name, failure } = frame
+  if (flags !== (flags & KNOWN_FLAGS_FAILURE)) {
+    throw new RangeError(`CtrlFrame flags ${flags}: only NeedsAck (1) and Failure (2) are known`)
+  }
+  if (((flags & FLAG_FAILURE) !== 0) !== (failure !== undefined)) {
+    throw new RangeError("CtrlFrame: the Failure flag (2) goes with a failure reason, and only with one")
+  }
+  const reasonLen = failure === undefined ? 0 : Buffer.byteLength(failure, "utf8")
+  const notifyLen = NotifyWire.HEADER_BYTES + name.length + msg.length
+  const payloadLen = notifyLen + (failure === undefined ? 0 : FAILURE_PREFIX_BYTES + reasonLen)
   if (payloadLen > UINT32_MAX) throw new RangeError(`CtrlFrame payload of ${payloadLen} bytes: above UINT32_MAX`)
   const buf = Buffer.alloc(HEADER_BYTES + payloadLen)
   writeHeader(buf, 0, flags, frame.session, frame.epoch, frame.seq, frame.ackSeq, payloadLen)
-  NotifyWire.encode(buf, HEADER_BYTES, name, msg, payloadLen)
+  NotifyWire.encode(buf, HEADER_BYTES, name, msg, notifyLen)
+  if (failure !== undefined) {
+    buf.writeUInt32LE(reasonLen, HEADER_BYTES + notifyLen)
+    buf.write(failure, HEADER_BYTES + notifyLen + FAILURE_PREFIX_BYTES, reasonLen, "utf8")
+  }
   return new Uint8Array(buf.buffer, buf.byteOffset, buf.length)
 }
 
@@ -278,7 +336,8 @@ export const encode = (frame: Frame): Uint8Array => {
  * The notify slot's encoder: a `NOTIFY_COMPAT` frame stamped `(session, seq)`, epoch 0, ack_seq 0, flags 0, written
  * into `buf` at `offset`. Returns the frame's length, or -1 when it does not fit `max` bytes (by default one TENT
  * notify slot, `NotifyWire.SLOT_BYTES`), in which case nothing is written. The caller makes sure `buf` has room; `session` and
- * `seq` must be u64s (`RangeError` otherwise).
+ * `seq` must be u64s (`RangeError` otherwise). With `failure` (a failure notice's reason, since 0.3.0) the frame
+ * carries {@link FLAG_FAILURE} and the reason after the notification, written straight into `buf` (no copy made).
  *
  * @since 0.1.0
  */
@@ -291,11 +350,24 @@ export const encodeInto = (
   msg: Uint8Array,
   max: number = NotifyWire.SLOT_BYTES,
   epoch = 0n,
-  flags = 0
+  flags = 0,
+  failure?: string
 ): number => {
-  const payloadLen = NotifyWire.encode(buf, offset + HEADER_BYTES, name, msg, max - HEADER_BYTES)
-  if (payloadLen < 0) return -1
-  writeHeader(buf, offset, flags, session, epoch, seq, 0n, payloadLen)
+  if (failure === undefined) {
+    const payloadLen = NotifyWire.encode(buf, offset + HEADER_BYTES, name, msg, max - HEADER_BYTES)
+    if (payloadLen < 0) return -1
+    writeHeader(buf, offset, flags, session, epoch, seq, 0n, payloadLen)
+    return HEADER_BYTES + payloadLen
+  }
+  const reasonLen = Buffer.byteLength(failure, "utf8")
+  const trailer = FAILURE_PREFIX_BYTES + reasonLen
+  const notifyLen = NotifyWire.encode(buf, offset + HEADER_BYTES, name, msg, max - HEADER_BYTES - trailer)
+  if (notifyLen < 0) return -1
+  const at = offset + HEADER_BYTES + notifyLen
+  const payloadLen = notifyLen + trailer
+  buf.writeUInt32LE(reasonLen, at)
+  buf.write(failure, at + FAILURE_PREFIX_BYTES, reasonLen, "utf8")
+  writeHeader(buf, offset, flags | FLAG_FAILURE, session, epoch, seq, 0n, payloadLen)
   return HEADER_BYTES + payloadLen
 }
 
@@ -334,14 +406,18 @@ export const decodeAckInto = (buf: Buffer, offset: number, len: number, out: Ack
 export const isCtrlFrame = (buf: Buffer, offset: number, len: number): boolean =>
   len >= 4 && buf.readUInt32LE(offset) === MAGIC
 
-/** The header and payload checks, in the C++ order; fills `scratch` on success. */
-const check = (buf: Buffer, offset: number, len: number): number => {
+/**
+ * The header and payload checks, in the C++ order, with the flag bits `known`; fills `scratch` (and `scratchFailure`)
+ * on success.
+ */
+const check = (buf: Buffer, offset: number, len: number, known: number): number => {
   if (len < HEADER_BYTES) return Reject.Short
   if (buf.readUInt32LE(offset) !== MAGIC) return Reject.Magic
   if (buf[offset + OFF_VERSION] !== VERSION) return Reject.Version
   const type = buf[offset + OFF_TYPE]
   if (type < TYPE_MIN || type > TYPE_NOTIFY_COMPAT) return Reject.Type
-  if ((buf.readUInt16LE(offset + OFF_FLAGS) & ~FLAG_NEEDS_ACK) !== 0) return Reject.Flags
+  const flags = buf.readUInt16LE(offset + OFF_FLAGS)
+  if ((flags & ~known) !== 0) return Reject.Flags
   const payloadLen = buf.readUInt32LE(offset + OFF_PAYLOAD_LEN)
   if (payloadLen !== len - HEADER_BYTES) return Reject.PayloadLength
   if (type !== TYPE_NOTIFY_COMPAT) return Reject.NotNotify
@@ -349,7 +425,18 @@ const check = (buf: Buffer, offset: number, len: number): number => {
   if (raw === NotifyWire.Reject.NameTooLong) return Reject.NameTooLong
   if (raw === NotifyWire.Reject.MsgTooLong) return Reject.MsgTooLong
   if (raw !== 0) return Reject.PayloadShort
-  if (scratch.msgEnd !== offset + len) return Reject.Trailing
+  const end = offset + len
+  if ((flags & FLAG_FAILURE) === 0) {
+    if (scratch.msgEnd !== end) return Reject.Trailing
+    scratchFailure = -1
+    return 0
+  }
+  // A failure notice: exactly `[u32 reason_len][reason]` after msg.
+  const at = scratch.msgEnd
+  if (end - at < FAILURE_PREFIX_BYTES || buf.readUInt32LE(at) !== end - at - FAILURE_PREFIX_BYTES) {
+    return Reject.Trailing
+  }
+  scratchFailure = at + FAILURE_PREFIX_BYTES
   return 0
 }
 
@@ -357,12 +444,20 @@ const check = (buf: Buffer, offset: number, len: number): number => {
  * The notify slot's decoder: checks `buf[offset, offset + len)` as the C++ decoders do and, on success, sets `out` to
  * the name and message ranges (offsets into `buf`) and the stamp (`stamped = true`, `session`, `seq`); returns 0, or a
  * {@link Reject} code and leaves `out` as it was. Epoch, ack_seq and flags are checked, not reported ({@link decode}
- * reports them). Copy the bytes out before the slot is reposted.
+ * reports them). Copy the bytes out before the slot is reposted. `known` is the receiver's flag mask: by default the
+ * C++ one; {@link KNOWN_FLAGS_FAILURE} at `notify_proto` 3, and then a failure notice's reason range is set too
+ * (`failureStart` -1 otherwise).
  *
  * @since 0.1.0
  */
-export const decodeInto = (buf: Buffer, offset: number, len: number, out: StampedRanges): number => {
-  const code = check(buf, offset, len)
+export const decodeInto = (
+  buf: Buffer,
+  offset: number,
+  len: number,
+  out: StampedRanges,
+  known: number = KNOWN_FLAGS
+): number => {
+  const code = check(buf, offset, len, known)
   if (code !== 0) return code
   out.nameStart = scratch.nameStart
   out.nameEnd = scratch.nameEnd
@@ -374,19 +469,22 @@ export const decodeInto = (buf: Buffer, offset: number, len: number, out: Stampe
   out.epochLo = buf.readUInt32LE(offset + OFF_EPOCH)
   out.epochHi = buf.readUInt32LE(offset + OFF_EPOCH + 4)
   out.needsAck = (buf.readUInt16LE(offset + OFF_FLAGS) & FLAG_NEEDS_ACK) !== 0
+  out.failureStart = scratchFailure
+  out.failureEnd = scratchFailure < 0 ? -1 : offset + len
   return 0
 }
 
 /**
- * Decodes a whole frame, or returns `undefined` for one the C++ decoders reject (see the module's rules). `name` and
- * `msg` are copies, independent of `bytes`. Never throws.
+ * Decodes a whole frame, or returns `undefined` for one the C++ decoders reject (see the module's rules; `known` as
+ * for {@link decodeInto}). `name` and `msg` are copies, independent of `bytes`; a failure notice's reason is in
+ * `failure`. Never throws.
  *
  * @since 0.1.0
  */
-export const decode = (bytes: Uint8Array): Frame | undefined => {
+export const decode = (bytes: Uint8Array, known: number = KNOWN_FLAGS): Frame | undefined => {
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-  if (check(buf, 0, buf.length) !== 0) return undefined
-  return {
+  if (check(buf, 0, buf.length, known) !== 0) return undefined
+  const frame: Frame = {
     session: buf.readBigUInt64LE(OFF_SESSION),
     epoch: buf.readBigUInt64LE(OFF_EPOCH),
     seq: buf.readBigUInt64LE(OFF_SEQ),
@@ -395,4 +493,5 @@ export const decode = (bytes: Uint8Array): Frame | undefined => {
     name: bytes.slice(scratch.nameStart, scratch.nameEnd),
     msg: bytes.slice(scratch.msgStart, scratch.msgEnd)
   }
+  return scratchFailure < 0 ? frame : { ...frame, failure: buf.toString("utf8", scratchFailure, buf.length) }
 }

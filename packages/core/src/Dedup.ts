@@ -21,6 +21,7 @@ import * as CtrlFrame from "./CtrlFrame.js"
 import * as EngineConfig from "./EngineConfig.js"
 import { type DedupCounters, SessionTable, type SessionTableOptions } from "./internal/ReplayWindow.js"
 import * as NotifyFrame from "./NotifyFrame.js"
+import { PROTO as FAILURE_PROTO } from "./SubmitHooks.js"
 
 /**
  * The `(session, seq)` a sender puts on a notification (RFC PR 6): the `Notify` request's `NotificationStamp`.
@@ -54,7 +55,9 @@ export interface DedupShape {
   readonly stamp: (peerProto: number) => Stamp | undefined
   /**
    * Encodes into a send slot for a peer that advertised `peerProto`; returns the length or -1 (longer than `max`
-   * bytes, by default a whole TENT slot: nothing is written).
+   * bytes, by default a whole TENT slot: nothing is written). A failure notice (`n.failure`) is framed with
+   * `CtrlFrame.FLAG_FAILURE` for a peer at `notify_proto` 3 that is sent a stamp; for any other it is -1, never a
+   * frame that would read as a success.
    */
   readonly encode: (
     buf: Buffer,
@@ -64,8 +67,12 @@ export interface DedupShape {
     peerProto: number,
     max?: number
   ) => number
-  /** Decodes a received payload into `out`: 0, or a positive `NotifyFrame.Reject` code (malformed). */
-  readonly decode: (buf: Buffer, offset: number, len: number, out: DecodedFrame) => number
+  /**
+   * Decodes a received payload into `out`: 0, or a positive `NotifyFrame.Reject` code (malformed). `known`: the
+   * typed frame's flag bits this receiver accepts (`CtrlFrame.KNOWN_FLAGS` by default, the C++ decoder's;
+   * `CtrlFrame.KNOWN_FLAGS_FAILURE` when it takes failure notices).
+   */
+  readonly decode: (buf: Buffer, offset: number, len: number, out: DecodedFrame, known?: number) => number
   /**
    * Admission at the delivery point, for every transport: true = deliver, false = a duplicate to drop. `sender`
    * names who sent it (a NIC path for RDMA, an RPC address for TCP / `Notify`). `now` (ms, `performance.now`): a
@@ -135,10 +142,12 @@ export const makeSeries = (options: SessionTableOptions = {}): DedupShape => {
   return {
     notifyProto: 1,
     stamp: (peerProto) => (peerProto >= 1 ? { session, seq: ++next } : undefined),
-    encode: (buf, offset, n, stamp, peerProto, max) =>
-      stamp !== undefined && peerProto >= 1
+    encode: (buf, offset, n, stamp, peerProto, max) => {
+      const failure = n.failure
+      if (failure !== undefined && (stamp === undefined || peerProto < FAILURE_PROTO)) return -1
+      return stamp !== undefined && peerProto >= 1
         ? stamp.epoch === undefined
-          ? CtrlFrame.encodeInto(buf, offset, stamp.session, stamp.seq, n.name, n.msg, max)
+          ? CtrlFrame.encodeInto(buf, offset, stamp.session, stamp.seq, n.name, n.msg, max, 0n, 0, failure)
           : CtrlFrame.encodeInto(
               buf,
               offset,
@@ -148,12 +157,15 @@ export const makeSeries = (options: SessionTableOptions = {}): DedupShape => {
               n.msg,
               max,
               stamp.epoch,
-              CtrlFrame.FLAG_NEEDS_ACK
+              CtrlFrame.FLAG_NEEDS_ACK,
+              failure
             )
-        : NotifyFrame.encode(buf, offset, n.name, n.msg, max),
-    decode: (buf, offset, len, out) => {
-      if (CtrlFrame.isCtrlFrame(buf, offset, len)) return CtrlFrame.decodeInto(buf, offset, len, out)
+        : NotifyFrame.encode(buf, offset, n.name, n.msg, max)
+    },
+    decode: (buf, offset, len, out, known) => {
+      if (CtrlFrame.isCtrlFrame(buf, offset, len)) return CtrlFrame.decodeInto(buf, offset, len, out, known)
       out.stamped = false
+      out.failureStart = -1
       return NotifyFrame.decode(buf, offset, len, out)
     },
     admit: (_sender, stamp, now) => table.admitStamp(stamp, now),

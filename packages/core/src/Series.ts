@@ -13,9 +13,10 @@
  * | {@link Dedup} | `Dedup` (Dedup.ts), over `CtrlFrame` and the replay window | 6 | yes (typed frames, the window) |
  * | {@link Resend} | `Resend` (Resend.ts), over a notification-path `RailHealth` of its own | 7 | yes |
  * | {@link Receipts} | `Receipts` (Receipts.ts), the ledger and ack table in `internal/Ledger.ts` | past the RFC | yes |
+ * | {@link SubmitHooks} | `SubmitHooks` (SubmitHooks.ts), the hooks in `internal/Hooks.ts`, fired by `internal/Transfers.ts` | past the RFC | yes |
  *
- * {@link all} is everything built (the seven and the receipts), {@link rfc} the RFC's seven alone; {@link fromConfig}
- * selects each with its key.
+ * {@link all} is everything built (the seven, the receipts and the submit hooks), {@link rfc} the RFC's seven alone;
+ * {@link fromConfig} selects each with its key.
  *
  * @since 0.1.0
  */
@@ -31,13 +32,15 @@ import * as PeerHealthSeam from "./PeerHealth.js"
 import * as QpRetirementSeam from "./QpRetirement.js"
 import * as ReceiptsSeam from "./Receipts.js"
 import * as ResendSeam from "./Resend.js"
+import * as SubmitHooksSeam from "./SubmitHooks.js"
 
 /**
- * The services of the seven seams, and of the delivery receipts past the RFC.
+ * The services of the seven seams, and of the delivery receipts and submit hooks past the RFC.
  *
  * @since 0.1.0
  */
 export type Policies =
+  | SubmitHooksSeam.SubmitHooks
   | ReceiptsSeam.Receipts
   | QpRetirementSeam.QpRetirement
   | NotifyQpParams.NotifyQpParams
@@ -117,11 +120,21 @@ export const Resend: Layer.Layer<ResendSeam.Resend, ConfigError> = ResendSeam.la
 export const Receipts: Layer.Layer<ReceiptsSeam.Receipts, ConfigError> = ReceiptsSeam.layer
 
 /**
+ * Past the RFC: submit hooks (transfer-bound notifications) that never re-send to a target already served, and
+ * failure notices (`notify_proto` 3) for batches that end FAILED, to peers that take them. Failure notices ride the
+ * receipts: without {@link Receipts} only the first half applies.
+ *
+ * @since 0.3.0
+ */
+export const SubmitHooks: Layer.Layer<SubmitHooksSeam.SubmitHooks> = SubmitHooksSeam.layer
+
+/**
  * TENT `main`: every seam's legacy Layer.
  *
  * @since 0.1.0
  */
 export const legacy: Layer.Layer<Policies> = Layer.mergeAll(
+  SubmitHooksSeam.layerLegacy,
   ReceiptsSeam.layerLegacy,
   QpRetirementSeam.layerLegacy,
   NotifyQpParams.layerLegacy,
@@ -140,6 +153,7 @@ const compose = (o: {
   readonly receipts: boolean
 }): Layer.Layer<Policies, ConfigError> =>
   Layer.mergeAll(
+    o.receipts && o.notifyProto === 1 ? SubmitHooks : SubmitHooksSeam.layerLegacy,
     o.receipts && o.notifyProto === 1 ? Receipts : ReceiptsSeam.layerLegacy,
     QpRetirement,
     ParamsFromEndpoint,
@@ -152,7 +166,8 @@ const compose = (o: {
   )
 
 /**
- * Everything built: PRs 1-7's Layers and the delivery receipts ({@link Receipts}). PR 4 reads `peer_health/*`, PR 6
+ * Everything built: PRs 1-7's Layers, the delivery receipts ({@link Receipts}) and the submit hooks
+ * ({@link SubmitHooks}). PR 4 reads `peer_health/*`, PR 6
  * `notification/dedup_*`, PR 7 `transports/rdma/rail_*` and the receipts `notification/delivery_timeout_ms` (…) from
  * the ambient config (defaults when absent).
  *
@@ -200,8 +215,8 @@ export const all: Layer.Layer<Policies, ConfigError> = compose({
 })
 
 /**
- * The RFC's seven alone (PRs 1-7, receipts off): the RFC's own arm, to show what the series does without what goes
- * past it.
+ * The RFC's seven alone (PRs 1-7, receipts and submit hooks legacy): the RFC's own arm, to show what the series does
+ * without what goes past it.
  *
  * @since 0.2.0
  */
@@ -218,7 +233,7 @@ export const rfc: Layer.Layer<Policies, ConfigError> = compose({
  * `notification/rpc_fallback` (default true) selects PR 3 and `peer_health/enable` (default true) PR 4, false
  * restores the legacy twin; `notification/proto` (default 1) selects PRs 6 and 7, 0 their legacy twins (raw frames, no
  * stamp: exactly the old bytes; nothing to resend without a stamp); `notification/receipts` (default true, with proto
- * 1) the delivery receipts. A wrong value fails at start naming the key.
+ * 1) the delivery receipts and, with them, the submit hooks. A wrong value fails at start naming the key.
  *
  * @since 0.1.0
  */

@@ -17,7 +17,7 @@ import { RailHealth } from "@tent/health"
 import type { InvalidEntry, Notification, ServerError, TransportFailure } from "@tent/rpc"
 import { DescriptorCache, RpcAgent, RpcConfig } from "@tent/rpc"
 import { AccessFlags, type MemoryRegion, type RdmaError, SoftVerbs, type Verbs } from "@tent/verbs"
-import { Channel, Chunk, Context, Deferred, Effect, Exit, Layer, Scope, Stream } from "effect"
+import { Context, Deferred, Effect, Exit, Layer, Scope, Stream } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import { Dedup } from "./Dedup.js"
 import * as Diagnostics from "./Diagnostics.js"
@@ -88,7 +88,10 @@ export interface TransferEngineShape {
   readonly openSegment: (name: string) => Effect.Effect<SegmentHandle, InvalidEntry | TransportFailure>
   /** A new batch id (TENT `allocateBatch`). */
   readonly allocateBatch: Effect.Effect<number>
-  /** Splits `requests` into slices over the rails and posts them; `notification` is sent once the batch completes. */
+  /**
+   * Splits `requests` into slices over the rails and posts them; `notification` is sent to each target once the batch
+   * completes (under `Series.SubmitHooks`, a failure notice instead once it ends FAILED, to peers that take them).
+   */
   readonly submitTransfer: (
     batchId: number,
     requests: ReadonlyArray<Transfers.TransferRequest>,
@@ -103,7 +106,10 @@ export interface TransferEngineShape {
   ) => Effect.Effect<Transfers.BatchStatus, Transfers.StatusError>
   /** Forgets a batch. */
   readonly freeBatch: (batchId: number) => Effect.Effect<void>
-  /** TENT `sendNotification(target_id, notification)`; the segment by handle or by name. */
+  /**
+   * TENT `sendNotification(target_id, notification)`; the segment by handle or by name. A failure notice (`failure`
+   * set) to a peer that did not advertise `notify_proto` 3 fails `NotificationNotSupported`, nothing sent.
+   */
   readonly sendNotification: (
     segment: SegmentHandle | string,
     notification: Notification
@@ -334,6 +340,7 @@ export const make = Effect.gen(function* () {
         })
   const sendByName = (name: string, n: Notification): Effect.Effect<void, SendNotificationError> =>
     Effect.suspend(() => {
+      if (n.failure !== undefined && !transfers.failureCapable(name)) return Effect.fail(noFailureNotices(name))
       const order = routing.route(n, senders)
       if (rdma !== undefined && order[0]?.send === rdmaSend) {
         const rc = rdma.tryPost(name, n)
@@ -353,35 +360,17 @@ export const make = Effect.gen(function* () {
       return sendVia(order, 0, name, n)
     })
   const trySendNotification = (name: string, n: Notification): boolean =>
-    rdma !== undefined && routing.route(n, senders)[0]?.send === rdmaSend && rdma.tryPost(name, n) === 0
+    rdma !== undefined &&
+    n.failure === undefined &&
+    routing.route(n, senders)[0]?.send === rdmaSend &&
+    rdma.tryPost(name, n) === 0
   const sendNotification = (segment: SegmentHandle | string, n: Notification) =>
     typeof segment === "string"
       ? sendByName(segment, n)
       : Effect.flatMap(segmentOf(segment), (name) => sendByName(name, n))
 
   const drain = (): Array<Notification> => delivery.drain(drainOrder)
-
-  // One channel step per chunk, run in the consumer's fiber: take what is queued and emit it, or park on this run's
-  // wake-up slot and look again. A notification leaves its queue only in the step that emits it, so a consumer
-  // interrupted while parked takes nothing with it. (`Channel.repeated` over an effect that drains or waits, with a
-  // canceller per wait, cost about a dozen more run-loop steps per chunk.)
-  const signal = delivery.signal
-  const notifications: Stream.Stream<Notification> = Stream.fromChannel(
-    Channel.suspend(() => {
-      const waiter = signal.subscribe()
-      const again = () => next
-      const next: Channel.Channel<Chunk.Chunk<Notification>> = Channel.suspend(() => {
-        waiter.seen = signal.current
-        const got = drain()
-        return got.length > 0 ? Channel.flatMap(Channel.write(Chunk.unsafeFromArray(got)), again) : park
-      })
-      const park = Channel.flatMap(Channel.fromEffect(waiter.wait), again)
-      return Channel.ensuring(
-        next,
-        Effect.sync(() => waiter.close())
-      )
-    })
-  )
+  const notifications: Stream.Stream<Notification> = Delivery.stream(delivery, drainOrder)
 
   const sendNotificationReceipted = (
     segment: SegmentHandle | string,
@@ -411,6 +400,9 @@ export const make = Effect.gen(function* () {
       return yield* Deferred.await(outcome)
     })
 
+  // A failure notice goes only to a peer that takes them (`notify_proto` 3): any other would read a success.
+  const noFailureNotices = (name: string) =>
+    new NotificationNotSupported({ message: `failure notices: ${name} did not advertise notify_proto 3, none sent` })
   const transfers = yield* Transfers.make({ segmentOf, sendNotification: (name, n) => sendNotification(name, n) })
 
   return {

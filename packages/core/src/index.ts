@@ -104,6 +104,12 @@ export * as Resend from "./Resend.js"
  */
 export * as Series from "./Series.js"
 /**
+ * Submit hooks past the RFC: transfer-bound notifications that never re-send to a served target, and failure notices.
+ *
+ * @since 0.3.0
+ */
+export * as SubmitHooks from "./SubmitHooks.js"
+/**
  * The `TransferEngine` service: segments, transfers and notifications over the installed transports.
  *
  * @since 0.1.0

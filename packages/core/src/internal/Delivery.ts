@@ -5,12 +5,13 @@
  * is handed to every subscriber (the engine's `subscribe`: a synchronous callback, called here), then lands in the
  * queue of the transport that carried it (TENT's `notify_list_` per transport, which the `NotificationRouting` seam's
  * `drainOrder` chooses from), and the consumers waiting on the engine's stream wake. A notification admission refuses
- * (a duplicate) reaches neither.
+ * (a duplicate) reaches neither. A failure notice (a batch that ended FAILED, `Notification.failure` set) passes the
+ * same way and keeps its `failure` key, so every consumer tells it from a success.
  *
  * Plain synchronous code, called where the completion or the request is handled.
  */
 import type { Notification } from "@tent/rpc"
-import { Cause, Context, Effect, Layer, Runtime } from "effect"
+import { Cause, Channel, Chunk, Context, Effect, Layer, Runtime, Stream } from "effect"
 import { type DecodedFrame, Dedup, type DedupShape, type Stamp } from "../Dedup.js"
 import * as Metrics from "../Metrics.js"
 import type { QueueKind } from "../NotificationRouting.js"
@@ -253,10 +254,13 @@ export class Delivery {
     if (!this.admit(sender, frame.stamped ? frame : undefined, epoch, now)) {
       return false
     }
-    const n: Notification = {
-      name: new Uint8Array(buf.subarray(frame.nameStart, frame.nameEnd)),
-      msg: new Uint8Array(buf.subarray(frame.msgStart, frame.msgEnd))
-    }
+    const name = new Uint8Array(buf.subarray(frame.nameStart, frame.nameEnd))
+    const msg = new Uint8Array(buf.subarray(frame.msgStart, frame.msgEnd))
+    // A failure notice (`CtrlFrame.FLAG_FAILURE`, taken only at `notify_proto` 3) keeps its reason: the key tells it.
+    const n: Notification =
+      frame.failureStart < 0
+        ? { name, msg }
+        : { name, msg, failure: buf.toString("utf8", frame.failureStart, frame.failureEnd) }
     if (this.subscriptions.length > 0) this.dispatch(n)
     this.queue(via, n)
     return true
@@ -276,6 +280,32 @@ export class Delivery {
     for (const k of order) if (this.queues[k].size > 0) for (const n of this.queues[k].drain()) out.push(n)
     return out
   }
+}
+
+/**
+ * The engine's notification stream over `delivery`'s queues `order`: one channel step per chunk, run in the consumer's
+ * fiber: take what is queued and emit it, or park on this run's wake-up slot and look again. A notification leaves its
+ * queue only in the step that emits it, so a consumer interrupted while parked takes nothing with it. (`Channel.repeated`
+ * over an effect that drains or waits, with a canceller per wait, cost about a dozen more run-loop steps per chunk.)
+ */
+export const stream = (delivery: Delivery, order: ReadonlyArray<QueueKind>): Stream.Stream<Notification> => {
+  const signal = delivery.signal
+  return Stream.fromChannel(
+    Channel.suspend(() => {
+      const waiter = signal.subscribe()
+      const again = () => next
+      const next: Channel.Channel<Chunk.Chunk<Notification>> = Channel.suspend(() => {
+        waiter.seen = signal.current
+        const got = delivery.drain(order)
+        return got.length > 0 ? Channel.flatMap(Channel.write(Chunk.unsafeFromArray(got)), again) : park
+      })
+      const park = Channel.flatMap(Channel.fromEffect(waiter.wait), again)
+      return Channel.ensuring(
+        next,
+        Effect.sync(() => waiter.close())
+      )
+    })
+  )
 }
 
 /** The engine's delivery point as a service. */

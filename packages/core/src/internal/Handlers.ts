@@ -2,7 +2,9 @@
  * The control plane's handlers for this engine (TENT `ControlService`): `Bootstrap` to the RDMA transport's acceptor
  * (refused "NOT_READY" without one, as TENT), `Notify` to the delivery point (queued as the TCP transport's; when no
  * transport installs the callback, answered and dropped, as TENT — the `NotificationRouting` seam decides), this
- * segment's descriptor (`SegmentPublisher.LocalDescriptor`, the one a central registry is given), and `Probe`. Built
+ * segment's descriptor (`SegmentPublisher.LocalDescriptor`, the one a central registry is given), and `Probe`. A
+ * `Notify` that is a failure notice (its body's failure trailer) reaches the delivery point with its `failure` key, as
+ * the notify poller hands one over at `notify_proto` 3; only peers that advertised 3 are sent one. Built
  * from services, after the transports: the listener was bound before them and holds early connections until
  * `Server.serve` attaches these.
  */

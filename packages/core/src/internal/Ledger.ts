@@ -19,6 +19,7 @@ import { Dedup } from "../Dedup.js"
 import { EndpointUnavailable } from "../Errors.js"
 import * as Metrics from "../Metrics.js"
 import { PROTO, Receipts, type ReceiptsShape, Undelivered, type UndeliveredReason } from "../Receipts.js"
+import { PROTO as FAILURE_PROTO, SubmitHooks } from "../SubmitHooks.js"
 
 /** A stamp with the destination's incarnation. */
 export type Stamp = NotificationStamp
@@ -117,6 +118,8 @@ export class Ledger {
   readonly counters: ReceiptCounters = Ledger.makeCounters(this.destinations)
   /** Whether receipts are in use: the seam is on and the dedup seam stamps (a session). */
   readonly enabled: boolean
+  /** Whether failure notices are offered and sent (`SubmitHooks`, over receipts: `notify_proto` 3). */
+  readonly failureNotices: boolean
   readonly incarnation: bigint
   private readonly incarnationLo: number
   private readonly incarnationHi: number
@@ -133,9 +136,11 @@ export class Ledger {
     readonly settings: ReceiptsShape,
     readonly session: bigint | undefined,
     readonly events: PubSub.PubSub<Undelivered> | undefined,
-    readonly clock: () => number = () => performance.now()
+    readonly clock: () => number = () => performance.now(),
+    failureNotices = false
   ) {
     this.enabled = settings.enabled && session !== undefined
+    this.failureNotices = this.enabled && failureNotices
     this.incarnation = this.enabled ? settings.incarnation : 0n
     this.incarnationLo = Number(this.incarnation & 0xffffffffn)
     this.incarnationHi = Number(this.incarnation >> 32n)
@@ -143,7 +148,7 @@ export class Ledger {
 
   /** The `notify_proto` to advertise, given the dedup seam's. */
   advertise(dedupProto: number): number {
-    return this.enabled && dedupProto >= 1 ? PROTO : dedupProto
+    return this.enabled && dedupProto >= 1 ? (this.failureNotices ? FAILURE_PROTO : PROTO) : dedupProto
   }
 
   /** Whether a peer that advertised `peerProto` gets receipted notifications from this engine. */
@@ -461,13 +466,14 @@ export class Ledger {
 export class EngineReceipts extends Context.Tag("@tent/core/internal/Ledger")<EngineReceipts, Ledger>() {}
 
 /** The ledger over the `Receipts` seam and the `Dedup` seam's session; `Undelivered` events on a `PubSub`. */
-export const layer: Layer.Layer<EngineReceipts, never, Receipts | Dedup> = Layer.scoped(
+export const layer: Layer.Layer<EngineReceipts, never, Receipts | Dedup | SubmitHooks> = Layer.scoped(
   EngineReceipts,
   Effect.gen(function* () {
     const settings = yield* Receipts
     const dedup = yield* Dedup
+    const hooks = yield* SubmitHooks
     const events = yield* Effect.acquireRelease(PubSub.unbounded<Undelivered>(), PubSub.shutdown)
-    return new Ledger(settings, dedup.session, events)
+    return new Ledger(settings, dedup.session, events, undefined, hooks.failureNotices)
   })
 )
 

@@ -9,6 +9,7 @@
 import type { BufferDesc, DeviceDesc, SegmentDesc, TransportFailure } from "@tent/rpc"
 import { Registry } from "@tent/rpc"
 import { Context, Duration, Effect, Layer } from "effect"
+import { PROTO as FAILURE_PROTO } from "../SubmitHooks.js"
 import { EngineReceipts } from "./Ledger.js"
 import { LocalSegment } from "./LocalSegment.js"
 import { RdmaTransport } from "./rdma/RdmaTransport.js"
@@ -34,8 +35,13 @@ export const descriptorLayer: Layer.Layer<
     const { segmentName, address } = yield* EngineIdentity
     const regions = yield* LocalSegment
     const receipts = yield* EngineReceipts
-    // Only an engine that offers receipts adds its incarnation: otherwise the descriptor is TENT's.
-    const incarnation = receipts.enabled ? { notify_incarnation: String(receipts.incarnation) } : {}
+    // Only an engine that offers receipts adds its incarnation, and one that takes failure notices its level (3):
+    // otherwise the descriptor is TENT's.
+    const incarnation = receipts.enabled
+      ? receipts.failureNotices
+        ? { notify_incarnation: String(receipts.incarnation), notify_proto: FAILURE_PROTO }
+        : { notify_incarnation: String(receipts.incarnation) }
+      : {}
     const devices: ReadonlyArray<DeviceDesc> = (rdma?.devices ?? []).map((d) => ({
       name: d.name,
       lid: 0,

@@ -1,7 +1,8 @@
 /**
  * `TcpTransport`, as TENT `main`'s: notifications carried by the control plane's `Notify` RPC, the control-plane
  * notify callback that queues incoming `Notify`s at the engine's delivery point (TENT `install()`; whether it is
- * installed is the `NotificationRouting` seam's call), and transfers.
+ * installed is the `NotificationRouting` seam's call), and transfers. A failure notice (`Notification.failure`) goes
+ * and comes as any notification: the `Notify` body carries it in a trailer of its own (see `@tent/rpc`'s `Models`).
  *
  * `sendNotification` runs the `Notify` call against the cached segment descriptor: under the legacy
  * `DescriptorPolicy` a failed call drops the descriptor, refetches it (from the same peer, under the peer registry)

@@ -13,8 +13,9 @@
  *
  * Transfer-bound notifications are TENT's submit hooks: recorded with the batch, fired once every task of the batch
  * completed, to each distinct target, under the engine-wide progress lock (TENT `progress_mutex_`), from
- * `getTransferStatus` or the progress fiber; a failed batch never notifies; a failed hook is retried on the next
- * poll.
+ * `getTransferStatus` or the progress fiber; a failed hook is retried on the next poll. What a retry re-sends, and
+ * whether a batch that ends FAILED notifies, is the `SubmitHooks` seam's: TENT's (legacy) re-sends the whole hook and
+ * sends nothing for a FAILED batch; `Series.SubmitHooks` remembers the targets served and sends failure notices.
  */
 
 import type { RailHealth } from "@tent/health"
@@ -24,6 +25,9 @@ import { Effect, type Scope } from "effect"
 import { EngineConfig } from "../EngineConfig.js"
 import { BatchNotFound, InvalidRequest, type SegmentNotFound } from "../Errors.js"
 import type { PeerHealthPolicy } from "../PeerHealth.js"
+import { reasonOf, SubmitHooks } from "../SubmitHooks.js"
+import * as Hooks from "./Hooks.js"
+import { EngineReceipts } from "./Ledger.js"
 import type { LocalSegment } from "./LocalSegment.js"
 import { RdmaTransport } from "./rdma/RdmaTransport.js"
 import * as Workers from "./rdma/Workers.js"
@@ -57,19 +61,13 @@ export type SubmitError = BatchNotFound | InvalidRequest | SegmentNotFound | Inv
 /** Errors of `getTransferStatus`. */
 export type StatusError = BatchNotFound
 
-interface Hook {
-  readonly start: number
-  readonly end: number
-  readonly notification: Notification
-  readonly targets: ReadonlyArray<string>
-  fired: boolean
-}
-
 interface Batch {
   readonly tasks: Array<Task>
-  readonly hooks: Array<Hook>
+  readonly hooks: Array<Hooks.Hook>
   /** The `waitTransfer`s parked on this batch, woken once the batch has settled or one of its tasks failed. */
   waiters: Array<() => void>
+  /** Freed with hooks unfired (`SubmitHooks`): no poll fails it over any more; its hooks fire once it has ended. */
+  freed: boolean
 }
 
 /** A task and the batch it belongs to (so that the end of a task can wake whoever waits for that batch). */
@@ -133,6 +131,11 @@ export interface TransfersShape {
   readonly getTransferStatus: (batchId: number) => Effect.Effect<BatchStatus, StatusError>
   readonly waitTransfer: (batchId: number, timeoutMs?: number) => Effect.Effect<BatchStatus, StatusError>
   readonly freeBatch: (batchId: number) => Effect.Effect<void>
+  /**
+   * Whether `segment` is sent failure notices: this engine offers them and the peer advertised `notify_proto` 3 (in
+   * a bootstrap with one of its NICs, or in the descriptor the last transfer to it used).
+   */
+  readonly failureCapable: (segment: string) => boolean
 }
 
 /** The transfer path: batches, submission, status, failover on poll, submit hooks. */
@@ -149,20 +152,34 @@ export const make = (
   | RailHealth.RailHealth
   | LocalSegment
   | PeerHealthPolicy
+  | EngineReceipts
+  | SubmitHooks
 > =>
   Effect.gen(function* () {
     const settings = yield* EngineConfig
     const cache = yield* DescriptorCache.DescriptorCache
     const rdma = yield* RdmaTransport
     const tcp = yield* TcpTransport
+    const receipts = yield* EngineReceipts
+    const policy = yield* SubmitHooks
     const board = new BatchBoard()
     const carriers: Record<TransportKind, SliceTransport | undefined> = {
       rdma: rdma === undefined || rdma.devices.length === 0 ? undefined : yield* Workers.make(rdma, board),
       tcp: tcp === undefined ? undefined : yield* tcp.slices(board)
     }
     const batches = new Map<number, Batch>()
+    /** Batches freed with hooks unfired (`SubmitHooks`), until those fire. */
+    const draining = new Set<Batch>()
     let nextBatch = 1
     const progressLock = yield* Effect.makeSemaphore(1)
+
+    /**
+     * The `notify_proto` each target's descriptor advertised when a transfer to it was last submitted (a peer that
+     * takes failure notices writes it there); with what its bootstrap said, it decides whether it is sent one.
+     */
+    const levels = new Map<string, number>()
+    const failureCapable = (segment: string): boolean =>
+      Hooks.failureCapable(receipts.failureNotices, Math.max(levels.get(segment) ?? 0, rdma?.peerProto(segment) ?? 0))
 
     /**
      * TENT `resolveTransport`'s candidates: the buffer's transports that this engine can use towards `desc`. Worked
@@ -245,7 +262,10 @@ export const make = (
             desc = yield* Effect.zipRight(cache.invalidate(name), cache.get(name))
             buf = bufferHolding(desc, req)
           }
-          targets.add(name)
+          if (!targets.has(name)) {
+            targets.add(name)
+            if (receipts.failureNotices) levels.set(name, desc.notify_proto ?? 0)
+          }
           if (!Number.isInteger(req.length) || req.length <= 0) {
             return yield* new InvalidRequest({ message: `length must be a positive integer, got ${req.length}` })
           }
@@ -279,7 +299,7 @@ export const make = (
         for (const t of tasks) batch.tasks.push(t)
         for (const w of work) w()
         if (notification !== undefined) {
-          batch.hooks.push({ start, end: batch.tasks.length, notification, targets: Array.from(targets), fired: false })
+          batch.hooks.push(Hooks.make(start, batch.tasks.length, notification, Array.from(targets)))
         }
       })
 
@@ -308,29 +328,36 @@ export const make = (
       return error === undefined ? s : { ...s, error }
     }
 
-    /** TENT `maybeFireSubmitHooks`, caller holds the progress lock. */
-    const fireHooks = (batch: Batch): Effect.Effect<void> =>
-      Effect.forEach(
-        batch.hooks.filter((h) => !h.fired),
-        (hook) =>
-          Effect.gen(function* () {
-            for (const target of hook.targets) {
-              const r = yield* Effect.either(deps.sendNotification(target, hook.notification))
-              if (r._tag === "Left") return
-            }
-            hook.fired = true
-          }),
-        { discard: true }
-      )
+    /** A failed task of `batch` that a poll would still resubmit on its next transport (TENT's failover on poll). */
+    const failoverLeft = (batch: Batch): boolean => {
+      if (batch.freed || !settings.autoFailoverOnPoll) return false
+      for (const t of batch.tasks) {
+        if (t.failed && t.failovers < settings.maxFailoverAttempts && t.priority + 1 < t.plan.candidates.length) {
+          return true
+        }
+      }
+      return false
+    }
+
+    /**
+     * Whether `batch` (status `s`) has ended FAILED for good and its hooks owe failure notices: every task ended, one
+     * failed with no failover left.
+     */
+    const endedFailed = (batch: Batch, s: BatchStatus): boolean =>
+      policy.failureNotices && s.status === "FAILED" && settled(batch) && !failoverLeft(batch)
+
+    /** Whether `batch`'s unfired hooks are due: it COMPLETED, or ended FAILED (failure notices). */
+    const hooksDue = (batch: Batch, s: BatchStatus): boolean =>
+      Hooks.pending(batch.hooks) && (s.status === "COMPLETED" || endedFailed(batch, s))
 
     const progress = (batch: Batch, allowFailover: boolean): Effect.Effect<BatchStatus> =>
       progressLock.withPermits(1)(
         Effect.suspend(() => {
-          if (allowFailover) for (const t of batch.tasks) if (t.failed) failover(t)
+          if (allowFailover && !batch.freed) for (const t of batch.tasks) if (t.failed) failover(t)
           const s = statusOf(batch)
-          return s.status === "COMPLETED" && batch.hooks.some((h) => !h.fired)
-            ? Effect.as(fireHooks(batch), s)
-            : Effect.succeed(s)
+          if (!hooksDue(batch, s)) return Effect.succeed(s)
+          const reason = s.status === "COMPLETED" ? undefined : reasonOf(s.error)
+          return Effect.as(Hooks.fire(batch.hooks, reason, policy, deps.sendNotification, failureCapable), s)
         })
       )
 
@@ -342,18 +369,24 @@ export const make = (
           : progress(batch, settings.autoFailoverOnPoll)
       })
 
-    // The progress fiber (TENT's optional ProgressWorker): fires hooks of batches that completed. It wakes when a
-    // batch with hooks settles; a hook that failed to fire is tried again then, or by the next poll of its batch.
-    const hooksDue = board.hooksDue
+    // The progress fiber (TENT's optional ProgressWorker): fires hooks of batches that completed (or, with failure
+    // notices, ended FAILED). It wakes when a batch with hooks settles; a hook that failed to fire is tried again then,
+    // or by the next poll of its batch. A freed batch's hooks get one firing once it has ended; what fails then is
+    // dropped with the batch.
+    const wake = board.hooksDue
     yield* Effect.forkScoped(
       Effect.forever(
         Effect.gen(function* () {
-          const seen = hooksDue.current
+          const seen = wake.current
           for (const batch of batches.values()) {
-            if (batch.hooks.some((h) => !h.fired) && statusOf(batch).status === "COMPLETED")
-              yield* progress(batch, false)
+            if (hooksDue(batch, statusOf(batch))) yield* progress(batch, false)
           }
-          yield* hooksDue.wait(seen)
+          for (const batch of draining) {
+            const s = statusOf(batch)
+            if (hooksDue(batch, s)) yield* progress(batch, false)
+            if (!Hooks.pending(batch.hooks) || settled(batch)) draining.delete(batch)
+          }
+          yield* wake.wait(seen)
         })
       )
     )
@@ -398,15 +431,29 @@ export const make = (
         return poll
       })
 
+    // TENT frees a batch at once. With `SubmitHooks`, a batch freed before its hooks fired (a FAILED batch whose
+    // other tasks are still in flight, say) is kept for the progress fiber until they have.
+    const freeBatch = (batchId: number): Effect.Effect<void> =>
+      Effect.sync(() => {
+        const batch = batches.get(batchId)
+        batches.delete(batchId)
+        if (batch === undefined || !(policy.rememberTargets || policy.failureNotices)) return
+        if (!Hooks.pending(batch.hooks)) return
+        batch.freed = true
+        draining.add(batch)
+        wake.notify()
+      })
+
     return {
       allocateBatch: Effect.sync(() => {
         const id = nextBatch++
-        batches.set(id, { tasks: [], hooks: [], waiters: [] })
+        batches.set(id, { tasks: [], hooks: [], waiters: [], freed: false })
         return id
       }),
       submitTransfer,
       getTransferStatus,
       waitTransfer,
-      freeBatch: (batchId: number) => Effect.sync(() => void batches.delete(batchId))
+      freeBatch,
+      failureCapable
     }
   })

@@ -92,6 +92,8 @@ export const start = (options: {
 }): NotifyPoller => {
   const { cqs, table, delivery, dedup, retirement, counters } = options
   const receipts = options.receipts?.enabled === true ? options.receipts : undefined
+  // An engine at `notify_proto` 3 takes the failure flag; any other rejects it as the C++ decoder does.
+  const known = receipts?.failureNotices === true ? CtrlFrame.KNOWN_FLAGS_FAILURE : CtrlFrame.KNOWN_FLAGS
   const wc = WorkCompletion.array(NOTIFY_POLL_BATCH)
   const frame = new DecodedFrame()
   const ack = new CtrlFrame.AckFields()
@@ -125,7 +127,8 @@ export const start = (options: {
       return
     }
     frame.needsAck = false
-    const rc = dedup.decode(buf, offset, byteLen, frame)
+    frame.failureStart = -1
+    const rc = dedup.decode(buf, offset, byteLen, frame, known)
     if (rc !== 0) {
       counters.malformed++
       Metrics.rejected(rc).update(1)
