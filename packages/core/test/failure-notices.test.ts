@@ -304,6 +304,74 @@ describe("a batch that ends FAILED (two engines in this process)", () => {
   )
 })
 
+/**
+ * A batch of two WRITEs over TCP: one the first target refuses at once, one to a second target frozen meanwhile (its
+ * control plane reads nothing, so the WRITE stays in flight). `waitTransfer` returns FAILED at the first, the batch is
+ * freed at once, then the second target thaws and its WRITE completes. What each target received.
+ */
+const freedEarly = (arm: Arm) =>
+  Effect.gen(function* () {
+    const r1 = yield* inProcess({ ...tcpOnly, rpc: { max_data_bytes: 1024 } }, Series.all)
+    const r2 = yield* inProcess(tcpOnly, Series.all)
+    const s = yield* inProcess(tcpOnly, arms[arm])
+    const write = yield* setUp(s, [r1, r2])
+    yield* r2.diag.freezeApplication(true)
+    const batch = yield* s.engine.allocateBatch
+    yield* s.engine.submitTransfer(batch, [write(0, 4096), write(1, 512)], makeNotification("req", "x"))
+    const status = yield* s.engine.waitTransfer(batch, 20_000)
+    expect(status).toMatchObject({ status: "FAILED", completedTasks: 0, failedTasks: 1 })
+    yield* s.engine.freeBatch(batch)
+    yield* r2.diag.freezeApplication(false)
+    const [at1, at2]: [Array<Notification>, Array<Notification>] = [[], []]
+    yield* collect(r2.engine, at2, () => at2.length >= 1, 3000)
+    yield* collect(r1.engine, at1, () => at1.length >= 1, 500)
+    return { at1: at1.map((n) => n.failure?.split(":")[0]), at2: at2.map((n) => n.failure?.split(":")[0]) }
+  })
+
+describe("a batch freed before it ended (three engines in this process)", () => {
+  it.scopedLive("still sends its notices, once its last task ended: to both targets", () =>
+    Effect.gen(function* () {
+      expect(yield* freedEarly("series")).toEqual({ at1: ["DataTooLarge"], at2: ["DataTooLarge"] })
+    })
+  )
+
+  it.scopedLive("negative control: the legacy hooks (TENT main) forget a freed batch: nothing arrives", () =>
+    Effect.gen(function* () {
+      expect(yield* freedEarly("legacy")).toEqual({ at1: [], at2: [] })
+    })
+  )
+})
+
+describe("a FAILED task that a poll fails over (two engines in this process)", () => {
+  it.scopedLive(
+    "is not a FAILED batch: the success once it completes on TCP, no notice (red if the notice did not wait for the poll)",
+    () =>
+      Effect.gen(function* () {
+        const r = yield* inProcess({}, Series.all)
+        // enable_auto_failover_on_poll, max_failover_attempts 3 (TENT's); a slice in flight 300 ms fails.
+        const s = yield* inProcess({ transports: { rdma: { max_timeout_ns: 300_000_000 } } }, Series.all)
+        const write = yield* setUp(s, [r])
+        const warm = yield* s.engine.allocateBatch
+        yield* s.engine.submitTransfer(warm, [write(0, 4096)])
+        expect((yield* s.engine.waitTransfer(warm, 20_000)).status).toBe("COMPLETED")
+        // Every datagram the sender's NICs send is lost: the RDMA slice times out, later, in the completion path.
+        yield* s.control.setFaults("mlx0", { dropOut: 1 })
+        yield* s.control.setFaults("mlx1", { dropOut: 1 })
+        const batch = yield* s.engine.allocateBatch
+        yield* s.engine.submitTransfer(batch, [write(0, 4096)], makeNotification("req", "x"))
+        // Nobody polls for a while: the progress fiber wakes to the batch FAILED with a failover left (and must not take
+        // it for the end). Then the poll resubmits the task on TCP.
+        yield* Effect.sleep("1500 millis")
+        expect((yield* s.engine.waitTransfer(batch, 30_000)).status).toBe("COMPLETED")
+        expect(s.diag.counters.tcp?.dataOk ?? 0).toBeGreaterThan(0)
+        const got: Array<Notification> = []
+        yield* collect(r.engine, got, () => got.length >= 1, 20_000)
+        yield* collect(r.engine, got, () => false, 500)
+        expect(got.map((n) => [text(n), "failure" in n])).toEqual([["req", false]])
+      })
+  )
+})
+
 describe("a failure notice on the notify QP (two engines in this process)", () => {
   it.scopedLive("a peer at notify_proto 3 gets it over RDMA, typed; one at 2 is sent nothing (the call fails)", () =>
     Effect.gen(function* () {

@@ -300,6 +300,8 @@ export const make = (
         for (const w of work) w()
         if (notification !== undefined) {
           batch.hooks.push(Hooks.make(start, batch.tasks.length, notification, Array.from(targets)))
+          // Its tasks may have ended already (a slice that failed as it was posted): the progress fiber looks.
+          if (settled(batch)) board.hooksDue.notify()
         }
       })
 
