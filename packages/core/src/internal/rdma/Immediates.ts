@@ -39,6 +39,8 @@ export const MARK_SEND_BASE = 0x3_0000_0000
 export const HELD_TTL_MS = 60_000
 /** Most (peer, tag) entries the receiver keeps; past it the oldest go (counted as expired). */
 export const HELD_CAP = 65_536
+/** Most bytes of held records the receiver keeps copies of. */
+export const HELD_BYTES_CAP = 64 * 1024 * 1024
 
 /** Is `wrId` one of the data QPs' immediate receives? */
 export const isImmRecv = (wrId: number): boolean => wrId >= IMM_RECV_BASE && wrId < MARK_SEND_BASE
@@ -69,6 +71,8 @@ interface Held {
   seen: number
   /** Hands the record to the delivery point (set when the record came). */
   release: (() => void) | undefined
+  /** Bytes of the record's copy. */
+  bytes: number
   readonly at: number
 }
 
@@ -88,6 +92,8 @@ export interface ImmCounters {
 export class TransferMarks {
   readonly counters: ImmCounters = { marks: 0, held: 0, released: 0, expired: 0 }
   private readonly table = new Map<string, Held>()
+  /** Bytes of the held copies (at most {@link HELD_BYTES_CAP}: past it the oldest entries go). */
+  heldBytes = 0
 
   constructor(private readonly now: () => number = () => performance.now()) {}
 
@@ -96,7 +102,7 @@ export class TransferMarks {
     let h = this.table.get(key)
     if (h === undefined) {
       if (this.table.size >= HELD_CAP) this.evictOldest()
-      h = { lanes: 0, seen: 0, release: undefined, at: this.now() }
+      h = { lanes: 0, seen: 0, release: undefined, bytes: 0, at: this.now() }
       this.table.set(key, h)
     }
     return [key, h]
@@ -104,7 +110,7 @@ export class TransferMarks {
 
   private settle(key: string, h: Held): void {
     if (h.release === undefined || h.seen < h.lanes) return
-    this.table.delete(key)
+    this.drop(key, h)
     this.counters.released++
     h.release()
   }
@@ -117,13 +123,16 @@ export class TransferMarks {
     this.settle(key, h)
   }
 
-  /** The held record `tag` from `segment`, naming `lanes` lanes, arrived; `release` delivers it. */
-  hold(segment: string, tag: number, lanes: number, release: () => void): void {
+  /** The held record `tag` from `segment`, naming `lanes` lanes (a copy of `bytes`), arrived; `release` delivers it. */
+  hold(segment: string, tag: number, lanes: number, bytes: number, release: () => void): void {
     this.counters.held++
     const [key, h] = this.entry(segment, tag)
     if (h.release !== undefined) return // a resent copy of a record already held
     h.lanes = lanes
     h.release = release
+    h.bytes = bytes
+    this.heldBytes += bytes
+    while (this.heldBytes > HELD_BYTES_CAP && this.table.size > 1) this.evictOldest()
     this.settle(key, h)
   }
 
@@ -138,7 +147,7 @@ export class TransferMarks {
     let n = 0
     for (const [key, h] of this.table) {
       if (h.at > limit) break // insertion order: the rest are younger
-      this.table.delete(key)
+      this.drop(key, h)
       n++
     }
     this.counters.expired += n
@@ -146,10 +155,15 @@ export class TransferMarks {
   }
 
   private evictOldest(): void {
-    const first = this.table.keys().next()
+    const first = this.table.entries().next()
     if (first.done === true) return
-    this.table.delete(first.value)
+    this.drop(first.value[0], first.value[1])
     this.counters.expired++
+  }
+
+  private drop(key: string, h: Held): void {
+    this.table.delete(key)
+    this.heldBytes -= h.bytes
   }
 }
 

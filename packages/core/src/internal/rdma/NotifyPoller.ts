@@ -20,6 +20,7 @@ import type { QpRetirementShape } from "../../QpRetirement.js"
 import type { Delivery } from "../Delivery.js"
 import type { Ledger } from "../Ledger.js"
 import { SEND_WR_BASE } from "../NotifyChannel.js"
+import { type TransferMarks, takeHeld } from "./Immediates.js"
 import type { RdmaEndpoint } from "./RdmaEndpoint.js"
 
 /** Completions the notify poller takes from one CQ per pass (TENT: 16). */
@@ -89,6 +90,8 @@ export const start = (options: {
   readonly counters: NotifyCounters
   /** The engine's receipts: `CTRL_ACK`s received go to its ledger; admitted `NeedsAck` frames are acknowledged. */
   readonly receipts?: Ledger | undefined
+  /** Held records wait here for their lanes' immediates (transfer-bound notifications on the data QPs). */
+  readonly marks?: TransferMarks | undefined
 }): NotifyPoller => {
   const { cqs, table, delivery, dedup, retirement, counters } = options
   const receipts = options.receipts?.enabled === true ? options.receipts : undefined
@@ -97,6 +100,8 @@ export const start = (options: {
   const wc = WorkCompletion.array(NOTIFY_POLL_BATCH)
   const frame = new DecodedFrame()
   const ack = new CtrlFrame.AckFields()
+  const marks = options.marks
+  const held = { tag: 0, lanes: 0 }
 
   /** The clock of the current pass, read at its first stamped frame (-1: not yet). */
   let passNow = -1
@@ -126,23 +131,34 @@ export const start = (options: {
       repost(ep, index)
       return
     }
+    // A held record (transfer-bound, from a peer this side offered immediates): a copy waits for its lanes' markers.
+    const heldLen = marks !== undefined && ep.immRecvs > 0 ? takeHeld(buf, offset, byteLen, held) : -1
+    if (heldLen >= 0 && marks !== undefined) {
+      const copy = Buffer.from(buf.subarray(offset, offset + heldLen))
+      marks.hold(ep.segment, held.tag, held.lanes, heldLen, () => admit(ep, copy, 0, heldLen, performance.now()))
+    } else admit(ep, buf, offset, byteLen, -1)
+    repost(ep, index)
+  }
+
+  /** Decodes one frame and hands it to the delivery point (`now` -1: the pass's clock, read once per pass). */
+  const admit = (ep: RdmaEndpoint, buf: Buffer, offset: number, byteLen: number, now: number): void => {
     frame.needsAck = false
     frame.failureStart = -1
     const rc = dedup.decode(buf, offset, byteLen, frame, known)
     if (rc !== 0) {
       counters.malformed++
       Metrics.rejected(rc).update(1)
-    } else {
-      // A stamped frame is admitted with the clock read once per pass (see `Dedup.admit`).
-      if (frame.stamped && passNow < 0) passNow = performance.now()
-      if (delivery.fromFrame("rdma", ep.peerNicPath, buf, frame, frame.stamped ? passNow : undefined)) {
-        counters.received++
-        Metrics.received.rdma.update(1, ep.segment)
-      } else if (!delivery.lastRefused) counters.duplicates++
-      // Delivered or a copy of one delivered: the sender wants a receipt (a refused one gets none).
-      if (frame.needsAck && receipts !== undefined && !delivery.lastRefused) ep.notify.owesAck(frame.session)
+      return
     }
-    repost(ep, index)
+    // A stamped frame is admitted with the clock read once per pass (see `Dedup.admit`).
+    if (frame.stamped && now < 0 && passNow < 0) passNow = performance.now()
+    const at = now < 0 ? passNow : now
+    if (delivery.fromFrame("rdma", ep.peerNicPath, buf, frame, frame.stamped ? at : undefined)) {
+      counters.received++
+      Metrics.received.rdma.update(1, ep.segment)
+    } else if (!delivery.lastRefused) counters.duplicates++
+    // Delivered or a copy of one delivered: the sender wants a receipt (a refused one gets none).
+    if (frame.needsAck && receipts !== undefined && !delivery.lastRefused) ep.notify.owesAck(frame.session)
   }
 
   // A retiring endpoint (RFC PR 1: still published) gets no receive reposted into its ERR QP. A lazy ring may grow

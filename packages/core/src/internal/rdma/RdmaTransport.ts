@@ -203,7 +203,8 @@ export const make = Effect.gen(function* () {
     dedup,
     retirement,
     counters,
-    receipts
+    receipts,
+    marks
   })
   yield* Effect.addFinalizer(() => Effect.sync(() => poller.stop()))
   // Before the poller stops and the endpoints close: the receipts this engine still owes go now, and get a moment to
