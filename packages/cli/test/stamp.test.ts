@@ -16,6 +16,14 @@ describe("probe stamp and counter", () => {
     expect(c.counts.end).toBe(true)
   })
 
+  it("a failure notice (its batch ended FAILED) is not a receipt of its stamp", () => {
+    const c = new Stamp.Counter()
+    c.add({ ...Stamp.stamp(7, 0, "transfer"), failure: "RdmaTransferFailed: no path" })
+    expect(c.counts).toMatchObject({ received: 0, total: 0 })
+    c.add(Stamp.stamp(7, 0, "transfer"))
+    expect(c.counts).toMatchObject({ received: 1, total: 1 })
+  })
+
   it("round-trips session, seq and kind", () => {
     expect(Stamp.decode(Stamp.stamp(0xffffffff, 123456, "recovery"))).toEqual({
       _tag: "Stamp",

@@ -50,9 +50,12 @@ export type Decoded =
   | { readonly _tag: "End"; readonly session: number; readonly attempted: number }
   | { readonly _tag: "Other" }
 
-/** Reads a notification's stamp. */
+/**
+ * Reads a notification's stamp. A failure notice (`failure` set: its batch ended FAILED, `Series.SubmitHooks`) is not
+ * a delivery of its stamp: it is `Other`.
+ */
 export const decode = (n: Notification): Decoded => {
-  if (n.msg.length !== BODY) return { _tag: "Other" }
+  if (n.msg.length !== BODY || n.failure !== undefined) return { _tag: "Other" }
   const v = new DataView(n.msg.buffer, n.msg.byteOffset, n.msg.byteLength)
   if (v.getUint32(0, true) !== MAGIC) return { _tag: "Other" }
   const session = v.getUint32(4, true)
