@@ -6,6 +6,7 @@
 import type { Notification } from "@tent/rpc"
 import { Effect } from "effect"
 import { PROTO, type SubmitHooksShape } from "../SubmitHooks.js"
+import type { ImmTrack } from "./rdma/Immediates.js"
 
 /** One hook: a notification for the targets of the tasks `[start, end)` of its batch. */
 export interface Hook {
@@ -19,17 +20,48 @@ export interface Hook {
    */
   readonly served: Array<boolean>
   fired: boolean
+  /** Per target on the immediates path (`transfer_bound` immediate): the sender's track of its held record. */
+  readonly imm?: ReadonlyMap<string, ImmTrack> | undefined
 }
 
 /** A new hook for `targets`, none served. */
-export const make = (start: number, end: number, notification: Notification, targets: ReadonlyArray<string>): Hook => ({
+export const make = (
+  start: number,
+  end: number,
+  notification: Notification,
+  targets: ReadonlyArray<string>,
+  imm?: ReadonlyMap<string, ImmTrack>
+): Hook => ({
   start,
   end,
   notification,
   targets,
   served: targets.map(() => false),
-  fired: false
+  fired: false,
+  ...(imm === undefined || imm.size === 0 ? {} : { imm })
 })
+
+/**
+ * Before a firing: the targets whose notification rode the data QPs are served by it (COMPLETED: a spoiled one's
+ * record now goes unheld; FAILED: its record becomes the failure notice with the same stamp, see `ImmTrack.fail`).
+ */
+export const settleImmediates = (
+  hooks: ReadonlyArray<Hook>,
+  reason: string | undefined,
+  swap: (target: string, record: Notification, by: Notification) => boolean
+): void => {
+  for (const hook of hooks) {
+    if (hook.fired || hook.imm === undefined) continue
+    for (let i = 0; i < hook.targets.length; i++) {
+      const t = hook.imm.get(hook.targets[i] as string)
+      if (t === undefined || hook.served[i]) continue
+      if (reason === undefined) {
+        t.done()
+        if (t.served) hook.served[i] = true
+      } else if (t.fail({ ...hook.notification, failure: reason }, swap)) hook.served[i] = true
+    }
+  }
+}
 
 /** Sends `n` to the segment `target`; fails when it was not sent (the engine's `sendNotification`). */
 export type Send = (target: string, n: Notification) => Effect.Effect<void, unknown>

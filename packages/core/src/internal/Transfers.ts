@@ -29,6 +29,7 @@ import { reasonOf, SubmitHooks } from "../SubmitHooks.js"
 import * as Hooks from "./Hooks.js"
 import { EngineReceipts } from "./Ledger.js"
 import type { LocalSegment } from "./LocalSegment.js"
+import { ImmTrack, swapEntry } from "./rdma/Immediates.js"
 import { RdmaTransport } from "./rdma/RdmaTransport.js"
 import * as Workers from "./rdma/Workers.js"
 import {
@@ -181,6 +182,16 @@ export const make = (
     const failureCapable = (segment: string): boolean =>
       Hooks.failureCapable(receipts.failureNotices, Math.max(levels.get(segment) ?? 0, rdma?.peerProto(segment) ?? 0))
 
+    /** `transports/rdma/notify/transfer_bound` immediate: hooks' notifications ride the data QPs where they can. */
+    const immediates = settings.notify.transferBound === "immediate" && receipts.enabled
+    /** A spoiled track's record goes again unheld, with its stamp: the receipts' worker resends the destination's. */
+    const resendUnheld = (segment: string): void => receipts.kick(receipts.destination(segment))
+    /** A held record's ledger entry becomes `by` (a failure notice), if the peer takes one and it is not receipted. */
+    const swapRecord = (target: string, record: Notification, by: Notification): boolean => {
+      const d = receipts.destinations.get(target)
+      return d !== undefined && failureCapable(target) && swapEntry(d, record, by)
+    }
+
     /**
      * TENT `resolveTransport`'s candidates: the buffer's transports that this engine can use towards `desc`. Worked
      * out once per buffer of a descriptor (a new descriptor brings new buffer objects), not per request.
@@ -213,6 +224,9 @@ export const make = (
     const failover = (task: Task): boolean => {
       if (task.failovers >= settings.maxFailoverAttempts) return false
       if (task.priority + 1 >= task.plan.candidates.length) return false
+      // Its slices leave the data QPs the markers follow: the hook's notification takes the ordinary path.
+      task.imm?.spoil()
+      task.imm = undefined
       task.failovers++
       task.priority++
       task.attempt++
@@ -244,6 +258,11 @@ export const make = (
         }
         const start = batch.tasks.length
         const targets = new Set<string>()
+        // Transfer-bound notifications on the data QPs: a track per target whose every task goes over RDMA to a peer
+        // that takes immediates (learned at its bootstrap; the first transfer to a new peer takes the notify QP).
+        const imm =
+          notification !== undefined && immediates && rdma !== undefined ? new Map<string, ImmTrack>() : undefined
+        const off = new Set<string>()
         const tasks: Array<Task> = []
         const work: Array<() => void> = []
         // The target and its descriptor as the previous request of this call resolved them: a batch to one segment
@@ -291,6 +310,16 @@ export const make = (
             failovers: 0,
             attempt: 0
           }
+          if (imm !== undefined && !off.has(name)) {
+            let t = imm.get(name)
+            if (candidates[0] !== "rdma" || (t === undefined && (rdma?.peerImm(name) ?? 0) === 0)) {
+              off.add(name)
+              t?.spoil()
+            } else {
+              if (t === undefined) imm.set(name, (t = new ImmTrack(name, notification as Notification, resendUnheld)))
+              task.imm = t
+            }
+          }
           const s = slicesOf(task)
           if (typeof s === "string") return yield* new InvalidRequest({ message: s })
           tasks.push(task)
@@ -299,7 +328,7 @@ export const make = (
         for (const t of tasks) batch.tasks.push(t)
         for (const w of work) w()
         if (notification !== undefined) {
-          batch.hooks.push(Hooks.make(start, batch.tasks.length, notification, Array.from(targets)))
+          batch.hooks.push(Hooks.make(start, batch.tasks.length, notification, Array.from(targets), imm))
           // Its tasks may have ended already (a slice that failed as it was posted): the progress fiber looks.
           if (settled(batch)) board.hooksDue.notify()
         }
@@ -359,6 +388,7 @@ export const make = (
           const s = statusOf(batch)
           if (!hooksDue(batch, s)) return Effect.succeed(s)
           const reason = s.status === "COMPLETED" ? undefined : reasonOf(s.error)
+          Hooks.settleImmediates(batch.hooks, reason, swapRecord)
           return Effect.as(Hooks.fire(batch.hooks, reason, policy, deps.sendNotification, failureCapable), s)
         })
       )

@@ -29,6 +29,7 @@ import {
   WrOpcode
 } from "@tent/verbs"
 import * as CtrlFrame from "../../CtrlFrame.js"
+import type { Destination, Entry } from "../Ledger.js"
 import type { RdmaEndpoint } from "./RdmaEndpoint.js"
 
 /** Work-request ids of the receives kept posted on data QPs: `IMM_RECV_BASE + lane`. */
@@ -259,6 +260,24 @@ export class ImmTrack {
     if (this.state === "spoiled") this.release()
   }
 
+  /**
+   * The batch ended FAILED. A track whose markers all completed delivered its data and its notification: it stands.
+   * Otherwise the held record's ledger entry becomes the failure notice `failed` with the record's stamp and goes
+   * unheld: the receiver admits one stamp once, so it gets the notification (if every lane's marker did arrive) or
+   * the failure notice, never both. Returns whether the hook's target is served by this (no other notice is due).
+   */
+  fail(failed: Notification, swap: (target: string, record: Notification, by: Notification) => boolean): boolean {
+    if (this.state === "ok") return true
+    if (this.record === undefined) return false
+    const h = holds.get(this.record)
+    // Not swapped: the ledger ended it already (receipted: released, it stands; or reported Undelivered).
+    if (!swap(this.target, this.record, failed)) return true
+    if (h !== undefined) h.active = false
+    this.state = "spoiled"
+    this.resendUnheld(this.target)
+    return true
+  }
+
   private release(): void {
     if (!this.tasksDone || this.record === undefined) return
     const h = holds.get(this.record)
@@ -381,6 +400,18 @@ export class Markers {
       this.spoil(m.track)
     }
   }
+}
+
+/** Makes the ledger entry of `record` (not receipted yet) carry `by` instead; false if there is none. */
+export const swapEntry = (d: Destination, record: Notification, by: Notification): boolean => {
+  for (let i = d.head; i < d.entries.length; i++) {
+    const e = d.entries[i] as Entry
+    if (e.n !== record) continue
+    if (e.done) return false
+    ;(e as { n: Notification }).n = by
+    return true
+  }
+  return false
 }
 
 // ---------------------------------------------------------------------------------------------------------------------

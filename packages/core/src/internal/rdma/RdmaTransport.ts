@@ -105,6 +105,8 @@ export interface RdmaTransportShape {
    * (0 when none: a peer never bootstrapped with, or one that predates the field).
    */
   readonly peerProto: (segment: string) => number
+  /** The receives for immediates a READY endpoint's peer `segment` keeps posted (`notify_imm_recvs`; 0: none). */
+  readonly peerImm: (segment: string) => number
   /** The receiver's immediates and held records (transfer-bound notifications on the data QPs). */
   readonly marks: TransferMarks
   /** The sender's held records and markers (one for the transport: the slice engine posts them). */
@@ -443,6 +445,14 @@ export const make = Effect.gen(function* () {
         for (const ep of d.store.active.values())
           if (ep.segment === segment && ep.notify.peerProto > proto) proto = ep.notify.peerProto
       return proto
+    },
+    peerImm: (segment) => {
+      const ep = lastEndpoint.get(segment)
+      if (ep !== undefined && ep.status === "READY") return ep.peerImmRecvs
+      for (const d of devices)
+        for (const e of d.store.active.values())
+          if (e.segment === segment && e.status === "READY" && e.peerImmRecvs > 0) return e.peerImmRecvs
+      return 0
     },
     marks,
     markers,
