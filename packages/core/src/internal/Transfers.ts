@@ -316,7 +316,10 @@ export const make = (
               off.add(name)
               t?.spoil()
             } else {
-              if (t === undefined) imm.set(name, (t = new ImmTrack(name, notification as Notification, resendUnheld)))
+              if (t === undefined) {
+                t = new ImmTrack(name, notification as Notification, resendUnheld)
+                imm.set(name, t)
+              }
               task.imm = t
             }
           }

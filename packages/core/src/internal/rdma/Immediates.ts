@@ -328,7 +328,7 @@ export class Markers {
   posted(t: ImmTrack, first: boolean, ep: RdmaEndpoint, lane: number, remoteAddr: number, rkey: number): void {
     if (t.state === "spoiled") return
     if (!first) {
-      if (t.state !== "posting") return this.spoil(t)
+      if (t.state !== "posting") return void this.spoil(t)
     } else t.unposted--
     let known = false
     for (const l of t.lanes) if (l.ep === ep && l.lane === lane) known = true
@@ -345,16 +345,17 @@ export class Markers {
   private send(t: ImmTrack): void {
     const lanes = t.lanes
     const first = lanes[0]?.ep
-    if (first === undefined || !first.connected || first.peerImmRecvs === 0) return this.spoil(t)
+    if (first === undefined || !first.connected || first.peerImmRecvs === 0) return void this.spoil(t)
     for (const l of lanes) {
-      if (l.ep.status !== "READY" || (l.ep.wrDepth[l.lane] as number) >= l.ep.laneDepth) return this.spoil(t)
+      if (l.ep.status !== "READY" || (l.ep.wrDepth[l.lane] as number) >= l.ep.laneDepth) return void this.spoil(t)
     }
-    const tag = (this.tag = (this.tag + 1) >>> 0)
+    this.tag = (this.tag + 1) >>> 0
+    const tag = this.tag
     const record: Notification = { ...t.notification }
     holds.set(record, { tag, lanes: lanes.length, active: true })
     if (first.notify.postNotification(record) !== 0) {
       holds.delete(record)
-      return this.spoil(t)
+      return void this.spoil(t)
     }
     this.counters.records++
     t.record = record
