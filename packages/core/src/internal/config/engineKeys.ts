@@ -166,7 +166,7 @@ export const engineKeys = {
     kind: "bool",
     default: true,
     description:
-      "delivery receipts (Series.fromConfig, with notification/proto 1): notify_proto 2, every accepted notification to a peer that offers receipts ends receipted or as an Undelivered event"
+      "delivery receipts and submit hooks (Series.fromConfig, with notification/proto 1): notify_proto 3, every accepted notification to a peer that offers receipts ends receipted or as an Undelivered event; a hook never re-sends to a served target; a FAILED batch sends failure notices"
   },
   "notification/delivery_timeout_ms": int(
     45_000,
