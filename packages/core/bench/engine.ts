@@ -117,6 +117,7 @@ import { NOTIFY_SLOTS } from "../src/internal/NotifyChannel.js"
 import { ReplayWindow, SessionTable, Verdict, WINDOW_WORDS } from "../src/internal/ReplayWindow.js"
 import { type Child, spawnChild } from "../test/fixtures/child.js"
 import { engineLayer } from "../test/fixtures/engine.js"
+import * as TransferNotify from "./transfer-notify.js"
 
 const here = (f: string) => fileURLToPath(new URL(f, import.meta.url))
 const median = (xs: ReadonlyArray<number>): number => {
@@ -1325,7 +1326,9 @@ export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchRes
       `waited ${frozen.firstMs.toFixed(1)} ms); recovery ${frozen.recoveryMs.toFixed(1)} ms (${frozen.recoveryMin.toFixed(1)}–${frozen.recoveryMax.toFixed(1)}); ` +
       `${((performance.now() - frozenStart) / 1000).toFixed(1)} s for both`
   )
+  const transferBound = await Effect.runPromise(TransferNotify.figures(options))
   return [
+    ...transferBound,
     {
       name: "notify_one_way_us",
       unit: "us",

@@ -15,9 +15,14 @@
  * Goals (issue: ≤ 0.8× and ≥ 1.2×). The log gives each block's figures and the immediates' counters (records,
  * markers, released, spoiled), so a run that silently fell back to the notify QP shows.
  */
+
+import { fileURLToPath } from "node:url"
 import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
-import { Deferred, Effect, Exit } from "effect"
-import { immPair, type Mode } from "../test/fixtures/imm-pair.js"
+import { spawnChild } from "@tent/verbs/testing"
+import { Context, Deferred, Effect, Exit, Layer } from "effect"
+import { Diagnostics, Series, TransferEngine } from "../src/index.js"
+import { engineLayer } from "../test/fixtures/engine.js"
+import type { Mode } from "../test/fixtures/imm-pair.js"
 
 const KB64 = 65536
 
@@ -30,44 +35,56 @@ const median = (xs: ReadonlyArray<number>): number => {
 const arm = (mode: Mode, warm: number, rounds: number, log: (l: string) => void) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const { a, b } = yield* immPair(mode)
+      const peer = yield* spawnChild<{ segment: string; addr: number }>(
+        fileURLToPath(new URL("./transfer-notify-peer.ts", import.meta.url)),
+        [mode, String(16 * KB64)]
+      )
+      const json = { transports: { rdma: { notify: { transfer_bound: mode } } } }
+      const ctx = yield* Layer.build(engineLayer(json, ["mlx0"], Series.all))
+      const engine = Context.get(ctx, TransferEngine.TransferEngine)
+      const diag = Context.get(ctx, Diagnostics.Diagnostics)
       const src = Buffer.alloc(16 * KB64)
       for (let i = 0; i < src.length; i++) src[i] = (i * 7 + 3) & 0xff
-      const local = yield* a.engine.registerSegment(src)
-      const remote = yield* b.engine.registerSegment(Buffer.alloc(16 * KB64))
-      const target = yield* a.engine.openSegment(b.engine.segmentName)
-      let arrived: (() => void) | undefined
-      yield* b.engine.subscribe(() => arrived?.(), { consume: true })
+      const local = yield* engine.registerSegment(src)
+      const target = yield* engine.openSegment(peer.ready.segment)
+      let arrived: ((at: number) => void) | undefined
+      yield* engine.subscribe((n) => arrived?.(new DataView(n.msg.buffer, n.msg.byteOffset, 8).getFloat64(0, true)), {
+        consume: true
+      })
+      const echo = yield* Effect.promise(() =>
+        peer.request<{ ok?: boolean }>({ cmd: "echo", target: engine.segmentName })
+      )
+      if (echo.ok !== true) return yield* Effect.fail(new Error(`transfer-notify-peer: ${JSON.stringify(echo)}`))
       const name = new TextEncoder().encode("xfer")
       const requests = (k: number) =>
         Array.from({ length: k }, (_, j) => ({
           opcode: "WRITE" as const,
           source: local.addr + j * KB64,
           target,
-          targetOffset: remote.addr + j * KB64,
+          targetOffset: peer.ready.addr + j * KB64,
           length: KB64
         }))
       const pending: Array<number> = []
       const settle = Effect.gen(function* () {
         for (const batch of pending) {
-          const s = yield* a.engine.waitTransfer(batch, 30_000)
+          const s = yield* engine.waitTransfer(batch, 30_000)
           if (s.status !== "COMPLETED") return yield* Effect.fail(new Error(`a bench transfer ended ${s.status}`))
-          yield* a.engine.freeBatch(batch)
+          yield* engine.freeBatch(batch)
         }
         pending.length = 0
       })
-      const round = (k: number, i: number) =>
+      // One round: submit, then the receiver's echo of its arrival time (one host's clock: ms since the epoch).
+      const round = (k: number) =>
         Effect.gen(function* () {
-          const got = yield* Deferred.make<void>()
-          arrived = () => Deferred.unsafeDone(got, Exit.void)
-          const batch = yield* a.engine.allocateBatch
-          const t0 = performance.now()
-          yield* a.engine.submitTransfer(batch, requests(k), { name, msg: new Uint8Array(4).fill(i & 0xff) })
-          yield* Deferred.await(got).pipe(Effect.timeout("30 seconds"))
-          const us = (performance.now() - t0) * 1000
+          const got = yield* Deferred.make<number>()
+          arrived = (at) => Deferred.unsafeDone(got, Exit.succeed(at))
+          const batch = yield* engine.allocateBatch
+          const t0 = performance.timeOrigin + performance.now()
+          yield* engine.submitTransfer(batch, requests(k), { name, msg: new Uint8Array(4) })
+          const at = yield* Deferred.await(got).pipe(Effect.timeout("30 seconds"))
           arrived = undefined
           pending.push(batch)
-          return us
+          return (at - t0) * 1000
         })
       const loop = (k: number, n: number) =>
         Effect.gen(function* () {
@@ -75,7 +92,7 @@ const arm = (mode: Mode, warm: number, rounds: number, log: (l: string) => void)
           let spent = 0
           for (let i = 0; i < n; i++) {
             const t0 = performance.now()
-            us.push(yield* round(k, i))
+            us.push(yield* round(k))
             if (pending.length >= 32) yield* settle
             spent += performance.now() - t0
           }
@@ -86,12 +103,11 @@ const arm = (mode: Mode, warm: number, rounds: number, log: (l: string) => void)
       yield* loop(16, warm)
       const k4 = yield* loop(4, rounds)
       const k16 = yield* loop(16, rounds)
-      const c = a.diag.counters.immediates
-      const r = b.diag.counters.immediates
+      const c = diag.counters.immediates
       log(
         `transfer-bound ${mode.padEnd(9)}: k=4 ${median(k4.us).toFixed(1)} µs, k=16 ${median(k16.us).toFixed(1)} µs, ` +
           `${Math.round(k16.perS)} rounds/s at k=16; sender records ${c?.records ?? 0}, markers ${c?.markers ?? 0}, ` +
-          `spoiled ${c?.spoiled ?? 0}; receiver released ${r?.released ?? 0}`
+          `spoiled ${c?.spoiled ?? 0}`
       )
       return { k4: median(k4.us), k16: median(k16.us), perS: k16.perS }
     })
