@@ -31,8 +31,8 @@ import * as Metrics from "../Metrics.js"
 import { SLOT_BYTES } from "../NotifyFrame.js"
 import type { PeerHealthPolicyShape } from "../PeerHealth.js"
 import type { PendingNotification, ResendShape } from "../Resend.js"
+import { holds, makeHeld } from "./HeldRecord.js"
 import type { Ledger } from "./Ledger.js"
-import { holds, makeHeld } from "./rdma/Immediates.js"
 import { type ChunkAllocator, chunkAllocator, SlotRing } from "./SlotRing.js"
 
 /** TENT's `kNotifyBufferSize`: bytes of one slot, and the most `transports/rdma/notify/slot_bytes` may be. */

@@ -9,8 +9,8 @@
  */
 import { DescriptorCache } from "@tent/rpc"
 import { Effect, Either, FiberSet, type Scope } from "effect"
+import { holdActive } from "./HeldRecord.js"
 import { type Destination, EngineReceipts, type Entry, parseIncarnation } from "./Ledger.js"
-import { holdActive } from "./rdma/Immediates.js"
 import { EngineAgent } from "./Services.js"
 import { notifyRpc } from "./TcpTransport.js"
 

@@ -19,47 +19,18 @@
  * immediates whose record never came.
  */
 import type { Notification } from "@tent/rpc"
-import {
-  type QueuePair,
-  type RecvWr,
-  SendFlags,
-  type SendWr,
-  WcStatus,
-  type WorkCompletion,
-  WrOpcode
-} from "@tent/verbs"
-import * as CtrlFrame from "../../CtrlFrame.js"
+import { type QueuePair, SendFlags, type SendWr, WcStatus, type WorkCompletion, WrOpcode } from "@tent/verbs"
+import { holds } from "../HeldRecord.js"
 import type { Destination, Entry } from "../Ledger.js"
+import { MARK_SEND_BASE, repostImmRecv } from "./DataRecvs.js"
 import type { RdmaEndpoint } from "./RdmaEndpoint.js"
 
-/** Work-request ids of the receives kept posted on data QPs: `IMM_RECV_BASE + lane`. */
-export const IMM_RECV_BASE = 0x2_0000_0000
-/** Work-request ids of the markers (`RDMA_WRITE_WITH_IMM`): `MARK_SEND_BASE + marker`. */
-export const MARK_SEND_BASE = 0x3_0000_0000
 /** How long an unreleased record, or immediates without their record, are kept (ms). */
 export const HELD_TTL_MS = 60_000
 /** Most (peer, tag) entries the receiver keeps; past it the oldest go (counted as expired). */
 export const HELD_CAP = 65_536
 /** Most bytes of held records the receiver keeps copies of. */
 export const HELD_BYTES_CAP = 64 * 1024 * 1024
-
-/** Is `wrId` one of the data QPs' immediate receives? */
-export const isImmRecv = (wrId: number): boolean => wrId >= IMM_RECV_BASE && wrId < MARK_SEND_BASE
-
-/** Is `wrId` a marker's? */
-export const isMarker = (wrId: number): boolean => wrId >= MARK_SEND_BASE
-
-const recvWr: RecvWr = { wrId: 0, sgList: [], numSge: 0 }
-
-/** Posts `n` 0-byte receives on a data QP (lane `lane`); the errno of the first that failed, else 0. */
-export const postImmRecvs = (qp: QueuePair, lane: number, n: number): number => {
-  recvWr.wrId = IMM_RECV_BASE + lane
-  for (let i = 0; i < n; i++) {
-    const rc = qp.postRecv(recvWr)
-    if (rc !== 0) return rc
-  }
-  return 0
-}
 
 // ---------------------------------------------------------------------------------------------------------------------
 // Receiver
@@ -175,27 +146,13 @@ export class TransferMarks {
 export const onImmRecv = (marks: TransferMarks, segment: string, qp: QueuePair, wc: WorkCompletion): boolean => {
   if (wc.status !== WcStatus.SUCCESS) return false
   marks.mark(segment, wc.immData >>> 0)
-  recvWr.wrId = wc.wrId
-  qp.postRecv(recvWr)
+  repostImmRecv(qp, wc.wrId)
   return true
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
 // Sender
 // ---------------------------------------------------------------------------------------------------------------------
-
-/** A held record's tag and lane count; `active` until the fallback may send it as an ordinary notification. */
-export interface Hold {
-  readonly tag: number
-  readonly lanes: number
-  active: boolean
-}
-
-/** The records sent held, by their notification object (one object per record: the ledger keeps it). */
-export const holds = new WeakMap<Notification, Hold>()
-
-/** Is `n` a record that must not go anywhere but held on a notify QP yet? */
-export const holdActive = (n: Notification): boolean => holds.get(n)?.active === true
 
 /** A lane a tracked transfer's slices were posted on, with a valid remote range for its 0-byte marker. */
 export interface ImmLane {
@@ -413,46 +370,4 @@ export const swapEntry = (d: Destination, record: Notification, by: Notification
     return true
   }
   return false
-}
-
-// ---------------------------------------------------------------------------------------------------------------------
-// The held record on the wire
-// ---------------------------------------------------------------------------------------------------------------------
-
-/**
- * The held record's flag in a CtrlFrame v1 header (bit 2; sent only to a peer that advertised `notify_imm_recvs`):
- * its payload ends with an 8-byte trailer, `[u32 tag][u32 lanes]` little-endian, counted in `payload_len`.
- */
-export const FLAG_HELD = 4
-const OFF_FLAGS = 6
-const OFF_PAYLOAD_LEN = 40
-const TRAILER = 8
-
-/** Makes the CtrlFrame written at `buf[offset, +len)` a held record of `hold`; its new length, or -1 past `cap`. */
-export const makeHeld = (buf: Buffer, offset: number, len: number, cap: number, hold: Hold): number => {
-  if (len < CtrlFrame.HEADER_BYTES || len + TRAILER > cap) return -1
-  if (buf.readUInt32LE(offset) !== CtrlFrame.MAGIC) return -1
-  buf.writeUInt16LE(buf.readUInt16LE(offset + OFF_FLAGS) | FLAG_HELD, offset + OFF_FLAGS)
-  buf.writeUInt32LE(buf.readUInt32LE(offset + OFF_PAYLOAD_LEN) + TRAILER, offset + OFF_PAYLOAD_LEN)
-  buf.writeUInt32LE(hold.tag >>> 0, offset + len)
-  buf.writeUInt32LE(hold.lanes >>> 0, offset + len + 4)
-  return len + TRAILER
-}
-
-/**
- * If the frame at `buf[offset, +len)` is a held record: takes its trailer into `out`, makes the frame the ordinary
- * one in place (flag cleared, trailer uncounted) and returns its length; else -1 (the frame is left as it was).
- */
-export const takeHeld = (buf: Buffer, offset: number, len: number, out: { tag: number; lanes: number }): number => {
-  if (len < CtrlFrame.HEADER_BYTES + TRAILER || buf.readUInt32LE(offset) !== CtrlFrame.MAGIC) return -1
-  const flags = buf.readUInt16LE(offset + OFF_FLAGS)
-  if ((flags & FLAG_HELD) === 0) return -1
-  const payload = buf.readUInt32LE(offset + OFF_PAYLOAD_LEN)
-  if (payload !== len - CtrlFrame.HEADER_BYTES || payload < TRAILER) return -1
-  out.tag = buf.readUInt32LE(offset + len - TRAILER)
-  out.lanes = buf.readUInt32LE(offset + len - 4)
-  if (out.lanes === 0) return -1
-  buf.writeUInt16LE(flags & ~FLAG_HELD, offset + OFF_FLAGS)
-  buf.writeUInt32LE(payload - TRAILER, offset + OFF_PAYLOAD_LEN)
-  return len - TRAILER
 }

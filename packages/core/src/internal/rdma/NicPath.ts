@@ -5,7 +5,6 @@
 import { AccessFlags, Mtu, QpAttrMask, QpState, type QueuePair, Rc } from "@tent/verbs"
 import { Effect } from "effect"
 import type { EndpointParams } from "../../EngineConfig.js"
-import type { NotifyQpParamsShape } from "../../NotifyQpParams.js"
 
 /** `"<server>@<nic>"` (TENT `MakeNicPath`). */
 export const nicPath = (server: string, nic: string): string => `${server}@${nic}`
@@ -77,7 +76,7 @@ export const rdmaServerName = (bindAddress: string, segmentName: string, rpcServ
  * (TENT's `setupNotifyQpConnection` takes the endpoint's), fitted to the device.
  */
 export const notifyQpParams = (
-  seam: NotifyQpParamsShape,
+  seam: { readonly params: (endpoint: EndpointParams, activeMtu: Mtu, sgidIndex: number) => Rc.RcParams },
   p: EndpointParams,
   device: { readonly activeMtu: Mtu; readonly sgidIndex: number; readonly limits?: Rc.Limits | undefined }
 ): Rc.RcParams => {

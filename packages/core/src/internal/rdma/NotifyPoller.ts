@@ -18,9 +18,10 @@ import { DecodedFrame, type DedupShape } from "../../Dedup.js"
 import * as Metrics from "../../Metrics.js"
 import type { QpRetirementShape } from "../../QpRetirement.js"
 import type { Delivery } from "../Delivery.js"
+import { takeHeld } from "../HeldRecord.js"
 import type { Ledger } from "../Ledger.js"
 import { SEND_WR_BASE } from "../NotifyChannel.js"
-import { type TransferMarks, takeHeld } from "./Immediates.js"
+import type { TransferMarks } from "./Immediates.js"
 import type { RdmaEndpoint } from "./RdmaEndpoint.js"
 
 /** Completions the notify poller takes from one CQ per pass (TENT: 16). */

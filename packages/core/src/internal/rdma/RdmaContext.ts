@@ -21,7 +21,7 @@ import {
 import { Effect, type Scope, Stream } from "effect"
 import type { EngineSettings } from "../../EngineConfig.js"
 import { EndpointStore } from "../EndpointStore.js"
-import { isImmRecv } from "./Immediates.js"
+import { isImmRecv } from "./DataRecvs.js"
 import { gidText } from "./NicPath.js"
 import type { EndpointDevice, RdmaEndpoint } from "./RdmaEndpoint.js"
 

@@ -40,7 +40,7 @@ import {
   type NotifySlotSettings,
   TENT_SLOTS
 } from "../NotifyChannel.js"
-import { postImmRecvs } from "./Immediates.js"
+import { postImmRecvs } from "./DataRecvs.js"
 import { dataQpParams, nicPath, notifyQpParams, parseGidText, toErr } from "./NicPath.js"
 
 /** TENT's `kFinishDestroyTimeoutSec`: after this, destroy proceeds with work requests still outstanding. */
