@@ -149,11 +149,60 @@ describe("transfer-bound notifications on the data QPs", () => {
     "an endpoint retired right after each record and its markers were posted: every notification arrives exactly once",
     () =>
       Effect.gen(function* () {
-        const r = yield* run("immediate", 64, { retireEach: true })
-        expect(r).toMatchObject({ arrived: 64, duplicates: 0, missing: 0, strangers: 0 })
+        const r = yield* run("immediate", 64, { retireEach: true, device: { placementDelayMs: 2 } })
+        // Exactly once, and never ahead of the data: a fallback copy goes only once the tasks completed.
+        expect(r).toMatchObject({ early: 0, arrived: 64, duplicates: 0, missing: 0, strangers: 0 })
         // The fallback ran: tracks spoiled by the flushed markers.
         expect(r.sent.spoiled).toBeGreaterThan(0)
       }),
+    120_000
+  )
+
+  it.live(
+    "a batch that ends FAILED after its held record went: the target gets the failure notice with the record's stamp, once, and no success",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          // One attempt per slice and no failover: a slice whose packets are all lost fails its batch.
+          const { a, b } = yield* immPair("immediate", {
+            senderJson: { max_failover_attempts: 0, transports: { rdma: { workers: { max_retry_count: 1 } } } }
+          })
+          const local = yield* a.engine.registerSegment(Buffer.alloc(PER_TRANSFER))
+          const remote = yield* b.engine.registerSegment(Buffer.alloc(PER_TRANSFER))
+          const target = yield* a.engine.openSegment(b.engine.segmentName)
+          const got: Array<{ readonly name: string; readonly failure: string | undefined }> = []
+          yield* b.engine.subscribe((n) => void got.push({ name: text.decode(n.name), failure: n.failure }), {
+            consume: true
+          })
+          const requests = [0, 1].map((j) => ({
+            opcode: "WRITE" as const,
+            source: local.addr + j * SLICE,
+            target,
+            targetOffset: remote.addr + j * SLICE,
+            length: SLICE
+          }))
+          const transfer = (name: string) =>
+            Effect.gen(function* () {
+              const batch = yield* a.engine.allocateBatch
+              yield* a.engine.submitTransfer(batch, requests, { name: utf8.encode(name), msg: new Uint8Array(0) })
+              return yield* a.engine.waitTransfer(batch, 30_000)
+            })
+          // The first transfer learns the peer's offer (its endpoint comes up in it).
+          expect((yield* transfer("warm")).status).toBe("COMPLETED")
+          const recordsBefore = a.diag.counters.immediates?.records ?? 0
+          // Every datagram the sender's NIC sends is lost: data, markers and the held record alike.
+          yield* a.control.setFaults("mlx0", { dropOut: 1 })
+          const status = yield* transfer("lost")
+          yield* a.control.setFaults("mlx0", {})
+          expect(status.status).toBe("FAILED")
+          expect((a.diag.counters.immediates?.records ?? 0) - recordsBefore).toBe(1) // it rode the immediates path
+          for (let t = 0; t < 2000 && !got.some((g) => g.name === "lost"); t++) yield* Effect.sleep("5 millis")
+          yield* Effect.sleep("300 millis") // a second outcome, if any, has time to arrive
+          const lost = got.filter((g) => g.name === "lost")
+          expect(lost.length).toBe(1)
+          expect(lost[0]?.failure).toBeDefined()
+        })
+      ),
     120_000
   )
 })

@@ -58,7 +58,7 @@ export const BootstrapDesc = Schema.Struct({
    * (`RDMA_WRITE_WITH_IMM`, one per lane a transfer used): present only when it takes them; absent (TENT, and this
    * engine with `transports/rdma/notify/transfer_bound` = `notify_qp`), a peer gets the notify QP's bytes.
    */
-  notify_imm_recvs: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, 65536)))
+  notify_imm_recvs: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(0, 65536)))
 })
 /**
  * A decoded {@link BootstrapDesc}.
@@ -129,7 +129,7 @@ export const SegmentDesc = Schema.Struct({
    * (`RDMA_WRITE_WITH_IMM`, one per lane a transfer used): present only when it takes them; absent (TENT, and this
    * engine with `transports/rdma/notify/transfer_bound` = `notify_qp`), a peer gets the notify QP's bytes.
    */
-  notify_imm_recvs: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, 65536))),
+  notify_imm_recvs: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(0, 65536))),
   /**
    * The `notify_proto` the serving engine speaks, written only from level 3 (failure notices) up, so that a peer that
    * never bootstraps an RDMA endpoint with it (transfers over TCP) learns the level too; absent otherwise (the level

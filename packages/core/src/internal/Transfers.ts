@@ -29,7 +29,7 @@ import { reasonOf, SubmitHooks } from "../SubmitHooks.js"
 import * as Hooks from "./Hooks.js"
 import { EngineReceipts } from "./Ledger.js"
 import type { LocalSegment } from "./LocalSegment.js"
-import { ImmTrack, swapEntry } from "./rdma/Immediates.js"
+import { ImmTrack, makeDue, swapEntry } from "./rdma/Immediates.js"
 import { RdmaTransport } from "./rdma/RdmaTransport.js"
 import * as Workers from "./rdma/Workers.js"
 import {
@@ -183,9 +183,16 @@ export const make = (
       Hooks.failureCapable(receipts.failureNotices, Math.max(levels.get(segment) ?? 0, rdma?.peerProto(segment) ?? 0))
 
     /** `transports/rdma/notify/transfer_bound` immediate: hooks' notifications ride the data QPs where they can. */
-    const immediates = settings.notify.transferBound === "immediate" && receipts.enabled
-    /** A spoiled track's record goes again unheld, with its stamp: the receipts' worker resends the destination's. */
-    const resendUnheld = (segment: string): void => receipts.kick(receipts.destination(segment))
+    /** Only with hooks that remember the targets served: TENT's whole-hook firing would send a served one again. */
+    const immediates = settings.notify.transferBound === "immediate" && receipts.enabled && policy.rememberTargets
+    /** A spoiled track's record goes again unheld, with its stamp, now: the receipts' worker sends it. */
+    const resendUnheld = (segment: string, record: Notification): void => {
+      const d = receipts.destinations.get(segment)
+      if (d !== undefined && makeDue(d, record)) receipts.kick(d)
+    }
+    const spoil = (t: ImmTrack | undefined): void => {
+      if (t !== undefined) rdma?.markers.spoil(t)
+    }
     /** A held record's ledger entry becomes `by` (a failure notice), if the peer takes one and it is not receipted. */
     const swapRecord = (target: string, record: Notification, by: Notification): boolean => {
       const d = receipts.destinations.get(target)
@@ -225,7 +232,7 @@ export const make = (
       if (task.failovers >= settings.maxFailoverAttempts) return false
       if (task.priority + 1 >= task.plan.candidates.length) return false
       // Its slices leave the data QPs the markers follow: the hook's notification takes the ordinary path.
-      task.imm?.spoil()
+      spoil(task.imm)
       task.imm = undefined
       task.failovers++
       task.priority++
@@ -312,9 +319,11 @@ export const make = (
           }
           if (imm !== undefined && !off.has(name)) {
             let t = imm.get(name)
-            if (candidates[0] !== "rdma" || (t === undefined && (rdma?.peerImm(name) ?? 0) === 0)) {
+            // WRITEs only: a marker behind a READ may reach the target before the READ's responses left it.
+            const ride = candidates[0] === "rdma" && req.opcode === "WRITE"
+            if (!ride || (t === undefined && (rdma?.peerImm(name) ?? 0) === 0)) {
               off.add(name)
-              t?.spoil()
+              spoil(t)
             } else {
               if (t === undefined) {
                 t = new ImmTrack(name, notification as Notification, resendUnheld)

@@ -18,6 +18,8 @@
  * delivers whichever copy comes first. A held record nobody releases is dropped after `HELD_TTL_MS` (counted), as are
  * immediates whose record never came.
  */
+
+import { randomInt } from "node:crypto"
 import type { Notification } from "@tent/rpc"
 import { type QueuePair, SendFlags, type SendWr, WcStatus, type WorkCompletion, WrOpcode } from "@tent/verbs"
 import { holds } from "../HeldRecord.js"
@@ -97,14 +99,22 @@ export class TransferMarks {
 
   /** The held record `tag` from `segment`, naming `lanes` lanes (a copy of `bytes`), arrived; `release` delivers it. */
   hold(segment: string, tag: number, lanes: number, bytes: number, release: () => void): void {
-    this.counters.held++
     const [key, h] = this.entry(segment, tag)
     if (h.release !== undefined) return // a resent copy of a record already held
+    this.counters.held++
     h.lanes = lanes
     h.release = release
     h.bytes = bytes
     this.heldBytes += bytes
-    while (this.heldBytes > HELD_BYTES_CAP && this.table.size > 1) this.evictOldest()
+    // Over the byte bound: the oldest other held copies go (immediates alone hold no bytes).
+    if (this.heldBytes > HELD_BYTES_CAP) {
+      for (const [k, x] of this.table) {
+        if (this.heldBytes <= HELD_BYTES_CAP) break
+        if (x === h || x.bytes === 0) continue
+        this.drop(k, x)
+        this.counters.expired++
+      }
+    }
     this.settle(key, h)
   }
 
@@ -182,8 +192,8 @@ export class ImmTrack {
   constructor(
     readonly target: string,
     readonly notification: Notification,
-    /** Sends the record again unheld with its stamp (the receipts' resend): the fallback once spoiled and done. */
-    private readonly resendUnheld: (target: string) => void
+    /** Sends `record` again unheld with its stamp, now (the receipts' resend): the fallback once spoiled and done. */
+    private readonly resendUnheld: (target: string, record: Notification) => void
   ) {}
 
   /**
@@ -231,7 +241,7 @@ export class ImmTrack {
     if (!swap(this.target, this.record, failed)) return true
     if (h !== undefined) h.active = false
     this.state = "spoiled"
-    this.resendUnheld(this.target)
+    this.resendUnheld(this.target, this.record)
     return true
   }
 
@@ -240,7 +250,7 @@ export class ImmTrack {
     const h = holds.get(this.record)
     if (h === undefined || !h.active) return
     h.active = false
-    this.resendUnheld(this.target)
+    this.resendUnheld(this.target, this.record)
   }
 }
 
@@ -267,9 +277,15 @@ export class Markers {
     rkey: 0,
     immData: 0
   }
-  private readonly out = new Map<number, { readonly track: ImmTrack; readonly ep: RdmaEndpoint }>()
+  private readonly out = new Map<
+    number,
+    { readonly track: ImmTrack; readonly ep: RdmaEndpoint; readonly lane: number }
+  >()
   private next = 1
-  private tag = 0
+  /** Tags start anywhere: a restarted sender's tags do not meet the ones its predecessor left at a receiver. */
+  private tag = randomInt(0x1_0000_0000)
+  /** Markers in flight per endpoint and lane: at most half the receives the peer keeps posted. */
+  private readonly perLane = new WeakMap<RdmaEndpoint, Array<number>>()
   /** Records and markers posted, markers failed, tracks spoiled. */
   readonly counters: ImmCounters & MarkerCounters
 
@@ -293,7 +309,18 @@ export class Markers {
     if (t.unposted === 0 && t.state === "posting") this.send(t)
   }
 
-  private spoil(t: ImmTrack): void {
+  /** Markers in flight on `ep`'s lanes (created on first use). */
+  private lanesOf(ep: RdmaEndpoint): Array<number> {
+    let a = this.perLane.get(ep)
+    if (a === undefined) {
+      a = ep.dataQps.map(() => 0)
+      this.perLane.set(ep, a)
+    }
+    return a
+  }
+
+  /** Spoils `t` (counted once): the ordinary path takes over. */
+  spoil(t: ImmTrack): void {
     if (t.state !== "spoiled") this.counters.spoiled++
     t.spoil()
   }
@@ -302,9 +329,15 @@ export class Markers {
   private send(t: ImmTrack): void {
     const lanes = t.lanes
     const first = lanes[0]?.ep
-    if (first === undefined || !first.connected || first.peerImmRecvs === 0) return void this.spoil(t)
+    if (first === undefined || !first.connected) return void this.spoil(t)
+    // Every lane: READY, a free work request, and room in the peer's receives (half of them, so the peer reposting
+    // late never RNR-NAKs a marker and stalls the lane's data behind it).
     for (const l of lanes) {
-      if (l.ep.status !== "READY" || (l.ep.wrDepth[l.lane] as number) >= l.ep.laneDepth) return void this.spoil(t)
+      const ep = l.ep
+      if (ep.status !== "READY" || ep.peerImmRecvs === 0 || (ep.wrDepth[l.lane] as number) >= ep.laneDepth) {
+        return void this.spoil(t)
+      }
+      if ((this.lanesOf(ep)[l.lane] as number) >= Math.max(1, ep.peerImmRecvs >> 1)) return void this.spoil(t)
     }
     this.tag = (this.tag + 1) >>> 0
     const tag = this.tag
@@ -320,7 +353,8 @@ export class Markers {
     const wr = this.wr
     wr.immData = tag
     for (const l of lanes) {
-      const id = this.next++
+      const id = this.next
+      this.next = this.next >= 0xffff_ffff ? 1 : this.next + 1
       wr.wrId = MARK_SEND_BASE + id
       wr.remoteAddr = l.remoteAddr
       wr.rkey = l.rkey
@@ -330,7 +364,9 @@ export class Markers {
         continue
       }
       l.ep.wrDepth[l.lane] = (l.ep.wrDepth[l.lane] as number) + 1
-      this.out.set(id, { track: t, ep: l.ep })
+      const inFlight = this.lanesOf(l.ep)
+      inFlight[l.lane] = (inFlight[l.lane] as number) + 1
+      this.out.set(id, { track: t, ep: l.ep, lane: l.lane })
       t.markersOut++
       this.counters.markers++
     }
@@ -342,6 +378,7 @@ export class Markers {
     const m = this.out.get(id)
     if (m === undefined) return
     this.out.delete(id)
+    this.landed(m.ep, m.lane)
     const t = m.track
     t.markersOut--
     if (wc.status !== WcStatus.SUCCESS) {
@@ -355,9 +392,27 @@ export class Markers {
     for (const [id, m] of this.out) {
       if (m.ep !== ep) continue
       this.out.delete(id)
+      this.landed(m.ep, m.lane)
       this.spoil(m.track)
     }
   }
+
+  private landed(ep: RdmaEndpoint, lane: number): void {
+    const a = this.perLane.get(ep)
+    if (a !== undefined && (a[lane] as number) > 0) a[lane] = (a[lane] as number) - 1
+  }
+}
+
+/** Makes the ledger entry of `record` due to be sent now (its fallback); false if there is none left. */
+export const makeDue = (d: Destination, record: Notification): boolean => {
+  for (let i = d.head; i < d.entries.length; i++) {
+    const e = d.entries[i] as Entry
+    if (e.n !== record) continue
+    if (e.done) return false
+    e.sentAt = -1
+    return true
+  }
+  return false
 }
 
 /** Makes the ledger entry of `record` (not receipted yet) carry `by` instead; false if there is none. */

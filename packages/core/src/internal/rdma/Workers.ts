@@ -26,7 +26,7 @@ import * as Metrics from "../../Metrics.js"
 import { PeerHealthPolicy } from "../../PeerHealth.js"
 import { LocalSegment, type Region } from "../LocalSegment.js"
 import type { SliceTransport, Task, TaskBoard } from "../Tasks.js"
-import { isMarker } from "./DataRecvs.js"
+import { IMM_RECV_BASE, isMarker } from "./DataRecvs.js"
 import { nicPath } from "./NicPath.js"
 import type { RdmaDevice } from "./RdmaContext.js"
 import type { RdmaEndpoint } from "./RdmaEndpoint.js"
@@ -97,6 +97,12 @@ export const make = (
     const devices: ReadonlyArray<RdmaDevice> = rdma.devices
     const timeoutMs = settings.maxTimeoutNs / 1e6
     let nextSlice = 1
+    /** Slice work-request ids stay below the data QPs' receive and marker ranges (`DataRecvs.ts`). */
+    const nextSliceId = (): number => {
+      const id = nextSlice
+      nextSlice = nextSlice >= IMM_RECV_BASE - 1 ? 1 : nextSlice + 1
+      return id
+    }
     let rr = 0
     /** Posted slices by work-request id, in post order (the timeout check relies on it). */
     const inflight = new Map<number, Slice>()
@@ -422,7 +428,7 @@ export const make = (
       for (const len of lengths) {
         const l = rr++ % devices.length
         slices.push({
-          id: nextSlice++,
+          id: nextSliceId(),
           task,
           attempt: task.attempt,
           opcode: req.opcode === "WRITE" ? WrOpcode.RDMA_WRITE : WrOpcode.RDMA_READ,
