@@ -252,9 +252,9 @@ describe.skipIf(skipRedis("registry-redis"))("Redis registry", () => {
 
 describe("Redis registry address", () => {
   it("parses metadata_servers as TENT does (default port 6379)", () => {
-    expect(Registry.parseServer("127.0.0.1:6380")).toEqual({ host: "127.0.0.1", port: 6380 })
-    expect(Registry.parseServer("redis.local")).toEqual({ host: "redis.local", port: 6379 })
-    expect(Registry.parseServer("[::1]:7000")).toEqual({ host: "::1", port: 7000 })
+    expect(Registry.parseServer("127.0.0.1:6380")).toEqual({ host: "127.0.0.1", port: 6380, tls: false })
+    expect(Registry.parseServer("redis.local")).toEqual({ host: "redis.local", port: 6379, tls: false })
+    expect(Registry.parseServer("[::1]:7000")).toEqual({ host: "::1", port: 7000, tls: false })
     expect(Registry.parseServer("")).toBeUndefined()
     expect(Registry.parseServer("h:0")).toBeUndefined()
     expect(Registry.parseServer("h:99999")).toBeUndefined()
