@@ -204,7 +204,7 @@ export interface EngineSettings {
   readonly localSegmentName: string
   /** `metadata_type`: the peer registry, or TENT's central registry in Redis. */
   readonly metadataType: "p2p" | "redis"
-  /** `metadata_servers`: the Redis server's `host:port` (checked only under `redis`). */
+  /** `metadata_servers`: the Redis server's `host:port`, or `rediss://host:port` for TLS (checked only under `redis`). */
   readonly metadataServers: string
   readonly rpcServerHostname: string
   readonly rpcServerPort: number
@@ -261,7 +261,7 @@ const registryConfig = Config.all({
       ? Either.left(
           invalid(
             "metadata_servers",
-            `must be the Redis server's "host:port" when metadata_type is "redis", got ${JSON.stringify(r.metadataServers)}`
+            `must be the Redis server's "host:port" (or "rediss://host:port" for TLS; no credentials) when metadata_type is "redis", got ${JSON.stringify(Registry.redactServer(r.metadataServers))}`
           )
         )
       : Either.right(r)

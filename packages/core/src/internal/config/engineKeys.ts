@@ -36,7 +36,7 @@ export const engineKeys = {
     kind: "string",
     default: "",
     description:
-      'the central registry\'s server, "host:port" (port 6379 if absent); read only when metadata_type is redis'
+      'the central registry\'s server, "host:port" (port 6379 if absent), or "rediss://host:port" for TLS; read only when metadata_type is redis'
   },
   rpc_server_hostname: { kind: "string", default: "127.0.0.1", description: "interface the control plane binds" },
   rpc_server_port: int(0, "control-plane port; 0 = any free port", {
