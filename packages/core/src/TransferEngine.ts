@@ -320,7 +320,7 @@ export const make = Effect.gen(function* () {
   const receipted = (name: string): boolean => receipts.known(name) || receipts.capable(rdma?.peerProto(name) ?? 0)
   const toLedger = (name: string, n: Notification): Effect.Effect<void, SendNotificationError> =>
     Effect.suspend(() =>
-      receipts.accept(name, n, false) === undefined ? Effect.fail(Ledger.ledgerFull(name, "")) : Effect.void
+      receipts.accept(name, n, false) === undefined ? Effect.fail(RdmaTransport.ledgerFull(name, "")) : Effect.void
     )
   const sendReceipted = (name: string, n: Notification, rc: number): Effect.Effect<void, SendNotificationError> =>
     rdma === undefined || rc === RdmaTransport.TOO_LARGE

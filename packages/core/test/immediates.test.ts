@@ -110,9 +110,10 @@ describe("transfer-bound notifications on the data QPs", () => {
       Effect.gen(function* () {
         const r = yield* run("immediate", 10_000, { device: { placementDelayMs: 2 } })
         expect(r).toMatchObject({ early: 0, arrived: 10_000, duplicates: 0, strangers: 0, missing: 0 })
-        // The path was taken: every notification after the first transfer (which learns the peer's offer) rode it.
-        expect(r.received.released).toBeGreaterThanOrEqual(10_000 - WINDOW)
-        expect(r.sent.markers).toBeGreaterThanOrEqual(2 * (10_000 - WINDOW))
+        // The path was taken (the first transfer learns the peer's offer; a lane at its bound of markers in flight,
+        // imm_recvs / 2, sends a transfer the notify QP's way).
+        expect(r.received.released).toBeGreaterThanOrEqual(9_500)
+        expect(r.sent.markers).toBeGreaterThanOrEqual(2 * 9_500)
       }),
     240_000
   )

@@ -162,7 +162,8 @@ export class Delivery {
     sender: string,
     stamp: { readonly session: bigint; readonly seq: bigint } | undefined,
     epoch: number,
-    now?: number
+    now?: number,
+    held = false
   ): boolean {
     const r = this.receipts
     if (r === undefined || stamp === undefined || epoch === Ledger.NO_EPOCH) {
@@ -176,7 +177,8 @@ export class Delivery {
       this.dedup.admit(sender, stamp, now) // counted as the window counts a duplicate
       return false
     }
-    if (!this.dedup.admit(sender, stamp, now)) return false
+    // A held record released after its data: the ack table alone judges it (it may have waited past the window).
+    if (!this.dedup.admit(sender, stamp, now) && !held) return false
     r.admitted(stamp.session, stamp.seq)
     return true
   }
@@ -245,13 +247,13 @@ export class Delivery {
    * A decoded frame in `buf` (copied out here, before its slot is reposted); false when refused. `now`: the clock read
    * once for the poller's pass (see `Dedup.admit`).
    */
-  fromFrame(via: QueueKind, sender: string, buf: Buffer, frame: DecodedFrame, now?: number): boolean {
+  fromFrame(via: QueueKind, sender: string, buf: Buffer, frame: DecodedFrame, now?: number, held = false): boolean {
     // The frame is its own stamp (`session`, `seq`): no object per notification.
     this.lastRefused = false
     const r = this.receipts
     const epoch =
       frame.stamped && r?.enabled === true ? r.epochStateWords(frame.epochLo, frame.epochHi) : Ledger.NO_EPOCH
-    if (!this.admit(sender, frame.stamped ? frame : undefined, epoch, now)) {
+    if (!this.admit(sender, frame.stamped ? frame : undefined, epoch, now, held)) {
       return false
     }
     const name = new Uint8Array(buf.subarray(frame.nameStart, frame.nameEnd))

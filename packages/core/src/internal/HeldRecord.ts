@@ -6,6 +6,9 @@
 import type { Notification } from "@tent/rpc"
 import * as CtrlFrame from "../CtrlFrame.js"
 
+/** How long a receiver keeps an unreleased record, or immediates without their record (ms). */
+export const HELD_TTL_MS = 60_000
+
 /** A held record's tag and lane count; `active` until the fallback may send it as an ordinary notification. */
 export interface Hold {
   readonly tag: number

@@ -16,10 +16,10 @@
 import type { Notification, NotificationStamp } from "@tent/rpc"
 import { Context, Effect, Layer, PubSub } from "effect"
 import { Dedup } from "../Dedup.js"
-import { EndpointUnavailable } from "../Errors.js"
 import * as Metrics from "../Metrics.js"
 import { PROTO, Receipts, type ReceiptsShape, Undelivered, type UndeliveredReason } from "../Receipts.js"
 import { PROTO as FAILURE_PROTO, SubmitHooks } from "../SubmitHooks.js"
+import { HELD_TTL_MS } from "./HeldRecord.js"
 
 /** A stamp with the destination's incarnation. */
 export type Stamp = NotificationStamp
@@ -102,6 +102,8 @@ export interface ReceiptCounters {
 interface AckState {
   prefix: number
   above: Set<number>
+  /** Seqs admitted as held records (transfer-bound, waiting for their data): the prefix never jumps past one. */
+  held?: Map<number, number>
 }
 
 /** The most sender sessions the ack table keeps (the least recently added is dropped first). */
@@ -391,17 +393,18 @@ export class Ledger {
   /** {@link Ledger.NO_EPOCH}, {@link Ledger.THIS} or {@link Ledger.OTHER} (counted as refused) for `epoch`. */
   epochState(epoch: bigint | undefined): number {
     if (epoch === undefined || epoch === 0n) return Ledger.NO_EPOCH
-    if (epoch === this.incarnation) return Ledger.THIS
-    this.counters.refusedStale++
-    return Ledger.OTHER
+    return this.judged(epoch === this.incarnation)
   }
 
   /** {@link epochState} of an epoch read as its low and high u32 (a frame's: no BigInt made). */
   epochStateWords(lo: number, hi: number): number {
     if (lo === 0 && hi === 0) return Ledger.NO_EPOCH
-    if (lo === this.incarnationLo && hi === this.incarnationHi) return Ledger.THIS
-    this.counters.refusedStale++
-    return Ledger.OTHER
+    return this.judged(lo === this.incarnationLo && hi === this.incarnationHi)
+  }
+
+  private judged(ours: boolean): number {
+    if (!ours) this.counters.refusedStale++
+    return ours ? Ledger.THIS : Ledger.OTHER
   }
 
   /** The ack state of `session` (the last one looked up is kept: a stream comes from one session at a time). */
@@ -446,14 +449,24 @@ export class Ledger {
     } else if (s > a.prefix) {
       a.above.add(s)
       if (a.above.size > MAX_ABOVE) {
-        // A gap this wide is not a reordering: move the prefix to the smallest seq held and continue from there.
+        // A gap this wide is not a reordering: move the prefix to the smallest seq held and continue from there —
+        // unless a held record's seq lies in the gap (for at most its hold's time to live).
         let min = s
         for (const x of a.above) if (x < min) min = x
+        const stale = performance.now() - HELD_TTL_MS
+        for (const [x, at] of a.held ?? []) if (at > stale && x > a.prefix && x < min) return
         a.prefix = min
         a.above.delete(min)
         while (a.above.delete(a.prefix + 1)) a.prefix++
       }
     }
+  }
+
+  /** A held record's stamp waits for its data (`held`), or no longer does: meanwhile the prefix never jumps past it. */
+  holding(session: bigint, seq: bigint, held: boolean): void {
+    const a = this.ackState(session, true) as AckState
+    if (held) (a.held ??= new Map()).set(Number(seq), performance.now())
+    else a.held?.delete(Number(seq))
   }
 
   /** The cumulative `ack_seq` for `session`: every seq up to it was admitted here. */
@@ -483,11 +496,3 @@ export const parseIncarnation = (text: string): bigint => {
   const v = BigInt(text)
   return v < 2n ** 64n ? v : 0n
 }
-
-/** What a send fails with when `segment`'s ledger holds `notification/max_unreceipted` already (nothing accepted). */
-export const ledgerFull = (segment: string, peerNicPath: string): EndpointUnavailable =>
-  new EndpointUnavailable({
-    segment,
-    peerNicPath,
-    message: `notification/max_unreceipted notifications to ${segment} await a receipt already: not accepted`
-  })

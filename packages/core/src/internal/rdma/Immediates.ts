@@ -22,13 +22,11 @@
 import { randomInt } from "node:crypto"
 import type { Notification } from "@tent/rpc"
 import { type QueuePair, SendFlags, type SendWr, WcStatus, type WorkCompletion, WrOpcode } from "@tent/verbs"
-import { holds } from "../HeldRecord.js"
+import { HELD_TTL_MS, holds } from "../HeldRecord.js"
 import type { Destination, Entry } from "../Ledger.js"
 import { MARK_SEND_BASE, repostImmRecv } from "./DataRecvs.js"
 import type { RdmaEndpoint } from "./RdmaEndpoint.js"
 
-/** How long an unreleased record, or immediates without their record, are kept (ms). */
-export const HELD_TTL_MS = 60_000
 /** Most (peer, tag) entries the receiver keeps; past it the oldest go (counted as expired). */
 export const HELD_CAP = 65_536
 /** Most bytes of held records the receiver keeps copies of. */
@@ -284,6 +282,8 @@ export class Markers {
   private next = 1
   /** Tags start anywhere: a restarted sender's tags do not meet the ones its predecessor left at a receiver. */
   private tag = randomInt(0x1_0000_0000)
+  /** Tracks whose markers wait for room on a lane (at most half the peer's receives in flight per lane). */
+  private waiting: Array<ImmTrack> = []
   /** Markers in flight per endpoint and lane: at most half the receives the peer keeps posted. */
   private readonly perLane = new WeakMap<RdmaEndpoint, Array<number>>()
   /** Records and markers posted, markers failed, tracks spoiled. */
@@ -337,7 +337,11 @@ export class Markers {
       if (ep.status !== "READY" || ep.peerImmRecvs === 0 || (ep.wrDepth[l.lane] as number) >= ep.laneDepth) {
         return void this.spoil(t)
       }
-      if ((this.lanesOf(ep)[l.lane] as number) >= Math.max(1, ep.peerImmRecvs >> 1)) return void this.spoil(t)
+      // At the bound: wait for a marker of that lane to complete (the ordinary path could overtake the data).
+      if ((this.lanesOf(ep)[l.lane] as number) >= Math.max(1, ep.peerImmRecvs >> 1)) {
+        if (!this.waiting.includes(t)) this.waiting.push(t)
+        return
+      }
     }
     this.tag = (this.tag + 1) >>> 0
     const tag = this.tag
@@ -400,6 +404,10 @@ export class Markers {
   private landed(ep: RdmaEndpoint, lane: number): void {
     const a = this.perLane.get(ep)
     if (a !== undefined && (a[lane] as number) > 0) a[lane] = (a[lane] as number) - 1
+    if (this.waiting.length === 0) return
+    const w = this.waiting
+    this.waiting = []
+    for (const t of w) if (t.state === "posting") this.send(t)
   }
 }
 

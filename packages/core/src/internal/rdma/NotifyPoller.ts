@@ -134,27 +134,44 @@ export const start = (options: {
     }
     // A held record (transfer-bound, from a peer this side offered immediates): a copy waits for its lanes' markers.
     const heldLen = marks !== undefined && ep.immRecvs > 0 ? takeHeld(buf, offset, byteLen, held) : -1
-    if (heldLen >= 0 && marks !== undefined) {
-      const copy = Buffer.from(buf.subarray(offset, offset + heldLen))
-      marks.hold(ep.segment, held.tag, held.lanes, heldLen, () => admit(ep, copy, 0, heldLen, performance.now()))
-    } else admit(ep, buf, offset, byteLen, -1)
+    if (heldLen >= 0 && marks !== undefined) holdRecord(ep, buf, offset, heldLen)
+    else admit(ep, buf, offset, byteLen, -1)
     repost(ep, index)
   }
 
-  /** Decodes one frame and hands it to the delivery point (`now` -1: the pass's clock, read once per pass). */
-  const admit = (ep: RdmaEndpoint, buf: Buffer, offset: number, byteLen: number, now: number): void => {
+  /**
+   * A held record: checked, its stamp kept from the ack table's jumps, and a copy held until its lanes' immediates are
+   * in; then admitted by the ack table alone (it may have waited past the replay window).
+   */
+  const holdRecord = (ep: RdmaEndpoint, buf: Buffer, offset: number, len: number): void => {
+    if (!decodeChecked(buf, offset, len) || marks === undefined) return
+    const stamp = receipts !== undefined && frame.stamped ? { session: frame.session, seq: frame.seq } : undefined
+    if (stamp !== undefined) receipts?.holding(stamp.session, stamp.seq, true)
+    const copy = Buffer.from(buf.subarray(offset, offset + len))
+    marks.hold(ep.segment, held.tag, held.lanes, len, () => {
+      if (stamp !== undefined) receipts?.holding(stamp.session, stamp.seq, false)
+      admit(ep, copy, 0, len, performance.now(), true)
+    })
+  }
+
+  /** Decodes one frame into `frame`; false (counted) when it is malformed. */
+  const decodeChecked = (buf: Buffer, offset: number, byteLen: number): boolean => {
     frame.needsAck = false
     frame.failureStart = -1
     const rc = dedup.decode(buf, offset, byteLen, frame, known)
-    if (rc !== 0) {
-      counters.malformed++
-      Metrics.rejected(rc).update(1)
-      return
-    }
+    if (rc === 0) return true
+    counters.malformed++
+    Metrics.rejected(rc).update(1)
+    return false
+  }
+
+  /** Decodes one frame and hands it to the delivery point (`now` -1: the pass's clock, read once per pass). */
+  const admit = (ep: RdmaEndpoint, buf: Buffer, offset: number, byteLen: number, now: number, held = false): void => {
+    if (!decodeChecked(buf, offset, byteLen)) return
     // A stamped frame is admitted with the clock read once per pass (see `Dedup.admit`).
     if (frame.stamped && now < 0 && passNow < 0) passNow = performance.now()
     const at = now < 0 ? passNow : now
-    if (delivery.fromFrame("rdma", ep.peerNicPath, buf, frame, frame.stamped ? at : undefined)) {
+    if (delivery.fromFrame("rdma", ep.peerNicPath, buf, frame, frame.stamped ? at : undefined, held)) {
       counters.received++
       Metrics.received.rdma.update(1, ep.segment)
     } else if (!delivery.lastRefused) counters.duplicates++

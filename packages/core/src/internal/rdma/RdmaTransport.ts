@@ -19,10 +19,11 @@ import { PeerHealthPolicy } from "../../PeerHealth.js"
 import { QpRetirement } from "../../QpRetirement.js"
 import { Resend } from "../../Resend.js"
 import { EngineDelivery } from "../Delivery.js"
-import { EngineReceipts, ledgerFull } from "../Ledger.js"
+import { HELD_TTL_MS } from "../HeldRecord.js"
+import { EngineReceipts } from "../Ledger.js"
 import { LEDGER_FULL, NO_SLOT, NOTIFY_SLOT_BYTES, TOO_LARGE } from "../NotifyChannel.js"
 import { EngineAgent, EngineIdentity, ResendQueue } from "../Services.js"
-import { HELD_TTL_MS, Markers, onImmRecv, TransferMarks } from "./Immediates.js"
+import { Markers, onImmRecv, TransferMarks } from "./Immediates.js"
 import { nicPath, parseNicPath, rdmaServerName } from "./NicPath.js"
 import * as NotifyPoller from "./NotifyPoller.js"
 import { type DataCompletionSink, openDevices, pollData, type RdmaDevice, selectDevices } from "./RdmaContext.js"
@@ -120,6 +121,14 @@ export { TOO_LARGE }
 
 /** {@link RdmaTransportShape.tryPost}'s result when nothing was sent: take `sendNotification`'s full path. */
 export const FULL_PATH = NO_SLOT
+
+/** What a send fails with when `segment`'s ledger holds `notification/max_unreceipted` already (nothing accepted). */
+export const ledgerFull = (segment: string, peerNicPath: string): EndpointUnavailable =>
+  new EndpointUnavailable({
+    segment,
+    peerNicPath,
+    message: `notification/max_unreceipted notifications to ${segment} await a receipt already: not accepted`
+  })
 
 /** The RDMA transport service (`undefined`: not installed). */
 export class RdmaTransport extends Context.Tag("@tent/core/internal/RdmaTransport")<
