@@ -103,6 +103,8 @@ export interface DiagnosticsShape {
   readonly endpoints: Effect.Effect<ReadonlyArray<EndpointInfo>>
   /** Stops (or resumes) the notify poller between passes, to hold completions unpolled. */
   readonly pauseNotifyPoller: (paused: boolean) => Effect.Effect<void>
+  /** Stops (or resumes) the data CQ pollers between passes: data completions and immediates wait in the CQs. Since 0.3.0. */
+  readonly pauseDataPollers: (paused: boolean) => Effect.Effect<void>
   /**
    * Freezes (or thaws) the application as `SIGSTOP` would on a host whose NIC is hardware (or the kernel's rxe): the
    * engine stops polling its CQs (notify and data) and its control-plane server stops reading its sockets, while the
@@ -171,6 +173,7 @@ export const make = Effect.gen(function* () {
       }))
     ),
     pauseNotifyPoller: (paused) => Effect.sync(() => rdma?.poller.pause(paused)),
+    pauseDataPollers: (paused) => Effect.sync(() => rdma?.pauseDataPollers(paused)),
     freezeApplication: (frozen) =>
       Effect.sync(() => {
         listener.freeze(frozen)

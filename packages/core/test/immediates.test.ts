@@ -206,4 +206,68 @@ describe("transfer-bound notifications on the data QPs", () => {
       ),
     120_000
   )
+
+  it.live(
+    "a record held while 5000 later notifications of its sender are admitted (past the replay window) is still delivered once",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          // No resend of the record meanwhile (once its markers completed it could go unheld, over the control plane).
+          const { a, b } = yield* immPair("immediate", { senderJson: { notification: { receipt_resend_ms: 60_000 } } })
+          const local = yield* a.engine.registerSegment(Buffer.alloc(PER_TRANSFER).fill(7))
+          const dst = Buffer.alloc(PER_TRANSFER)
+          const remote = yield* b.engine.registerSegment(dst)
+          const target = yield* a.engine.openSegment(b.engine.segmentName)
+          const names: Array<string> = []
+          let early = 0
+          yield* b.engine.subscribe(
+            (n) => {
+              const name = text.decode(n.name)
+              names.push(name)
+              if (name.startsWith("held") && dst[PER_TRANSFER - 1] !== 7) early++
+            },
+            { consume: true }
+          )
+          const transfer = (name: string) =>
+            Effect.gen(function* () {
+              const batch = yield* a.engine.allocateBatch
+              yield* a.engine.submitTransfer(
+                batch,
+                [0, 1].map((j) => ({
+                  opcode: "WRITE" as const,
+                  source: local.addr + j * SLICE,
+                  target,
+                  targetOffset: remote.addr + j * SLICE,
+                  length: SLICE
+                })),
+                { name: utf8.encode(name), msg: new Uint8Array(0) }
+              )
+              return batch
+            })
+          yield* a.engine.waitTransfer(yield* transfer("warm"), 30_000)
+          dst.fill(0)
+          // The receiver's data pollers paused: the record's immediates wait in its CQ while 5000 later notifications
+          // (more than the replay window's 4096 seqs) are admitted; then they are polled and the record released.
+          yield* b.diag.pauseDataPollers(true)
+          const batch = yield* transfer("held")
+          for (let i = 0; i < 5000; i++) {
+            yield* a.engine.sendNotification(b.engine.segmentName, {
+              name: utf8.encode(`s${i}`),
+              msg: new Uint8Array(0)
+            })
+          }
+          for (let t = 0; t < 2000 && names.length < 5001; t++) yield* Effect.sleep("5 millis")
+          expect(names.includes("held")).toBe(false)
+          yield* b.diag.pauseDataPollers(false)
+          yield* a.engine.waitTransfer(batch, 30_000)
+          for (let t = 0; t < 2000 && !names.includes("held"); t++) yield* Effect.sleep("5 millis")
+          yield* Effect.sleep("200 millis")
+          expect(names.filter((n) => n === "held").length).toBe(1)
+          expect(names.filter((n) => n.startsWith("s")).length).toBe(5000)
+          expect(early).toBe(0)
+          expect(b.diag.counters.immediates?.released).toBe(1)
+        })
+      ),
+    120_000
+  )
 })
