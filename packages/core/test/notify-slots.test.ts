@@ -56,8 +56,28 @@ const connectByWrite = (engine: Pair.TestEngine, peer: Pair.Peer) =>
 describe("notify slots: TENT's allocation, lazy slots, slot size", () => {
   it.effect("keys: TENT's defaults, the lazy ring's start, wrong values fail naming the key", () =>
     Effect.gen(function* () {
-      expect((yield* read({})).notify).toEqual({ lazy: false, slots: 256, slotBytes: 65536, initialRecvSlots: 256 })
-      expect((yield* read(lazy)).notify).toEqual({ lazy: true, slots: 256, slotBytes: 65536, initialRecvSlots: 1 })
+      const imm = { transferBound: "notify_qp", immRecvs: 64 }
+      expect((yield* read({})).notify).toEqual({
+        lazy: false,
+        slots: 256,
+        slotBytes: 65536,
+        initialRecvSlots: 256,
+        ...imm
+      })
+      expect((yield* read(lazy)).notify).toEqual({
+        lazy: true,
+        slots: 256,
+        slotBytes: 65536,
+        initialRecvSlots: 1,
+        ...imm
+      })
+      // transfer_bound: one of two words; imm_recvs: 1..65536.
+      expect(
+        yield* Effect.map(Effect.flip(read({ transports: { rdma: { notify: { transfer_bound: "imm" } } } })), String)
+      ).toContain("transfer_bound")
+      expect(
+        yield* Effect.map(Effect.flip(read({ transports: { rdma: { notify: { imm_recvs: 0 } } } })), String)
+      ).toContain("imm_recvs")
       const bad = (notify: unknown) =>
         Effect.map(Effect.flip(read({ transports: { rdma: { notify } } })), (e) => String(e))
       expect(yield* bad({ slot_bytes: 100 })).toContain("slot_bytes")
