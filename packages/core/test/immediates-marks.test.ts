@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as CtrlFrame from "../src/CtrlFrame.js"
-import { FLAG_HELD, makeHeld, takeHeld } from "../src/internal/HeldRecord.js"
-import { HELD_BYTES_CAP, HELD_TTL_MS, TransferMarks } from "../src/internal/rdma/Immediates.js"
+import { FLAG_HELD, HELD_TTL_MS, makeHeld, takeHeld } from "../src/internal/HeldRecord.js"
+import { HELD_BYTES_CAP, TransferMarks } from "../src/internal/rdma/Immediates.js"
 
 describe("TransferMarks", () => {
   it("releases a record once every lane's immediate arrived, whichever comes first; not a lane before", () => {
