@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+import { randomInt } from "node:crypto"
 import type { Scope } from "effect"
 import { Effect } from "effect"
 import { AccessFlags, Errno, LinkLayer, QpAttrMask as M, Mtu, QpState, QpType } from "./Constants.js"
@@ -193,7 +194,9 @@ export const toRts = (qp: QueuePair, psn: number, params: RcParams = defaultPara
   )
 
 /**
- * RESET → INIT → RTR → RTS: `localPsn` is this side's send PSN, `remote.psn` the peer's.
+ * RESET → INIT → RTR → RTS: `localPsn` is this side's send PSN, `remote.psn` the peer's. Both sides should pick
+ * theirs with {@link randomPsn} and exchange them with the QP numbers: a fixed PSN (0, as TENT uses) lets a host that
+ * can forge the peer's address place a packet inside the window without seeing any traffic.
  *
  * @since 0.1.0
  */
@@ -311,12 +314,17 @@ export const createQp = (
     }
   })
 
+/** PSNs are 24 bits. */
+const PSN_SPACE = 0x1000000
+
 /**
- * A random 24-bit initial PSN, as `ibv_rc_pingpong` picks one.
+ * A random 24-bit initial PSN (0..2^24-1), as `ibv_rc_pingpong` picks one, from the system's CSPRNG so that a host
+ * which does not see the bootstrap cannot predict it. Give it as `localPsn` to {@link connect} and send it to the
+ * peer, which gives it as `remote.psn`; every provider honours any 24-bit value (SoftVerbs too).
  *
  * @since 0.1.0
  */
-export const randomPsn = (): number => Math.floor(Math.random() * 0xffffff)
+export const randomPsn = (): number => randomInt(PSN_SPACE)
 
 /**
  * The sizes of the RC QP that `open` creates.

@@ -4,6 +4,7 @@
  * configuration, counters and fault checks are in `DeviceConfig.ts`; its optional delayed placement of WRITE payloads
  * (`placementDelayMs`) in `qp/Placement.ts`.
  */
+import { randomInt } from "node:crypto"
 import * as dgram from "node:dgram"
 import type { AddressInfo } from "node:net"
 import { EventType, PortState } from "../Constants.js"
@@ -40,6 +41,9 @@ const ACK_COALESCE = 32
 /** Send slots per device: a slot is reused only after this many further datagrams. */
 const SLOTS = 2048
 const SLOT_SIZE = HDR + 4096
+/** QP numbers are 24 bits; IB reserves 0 (SMI) and 1 (GSI). */
+const QPN_MIN = 2
+const QPN_END = 0x1000000
 const noLookup = (
   address: string,
   _options: unknown,
@@ -66,7 +70,6 @@ export class SoftDevice implements QpHost, CqHost {
   private sends = 0
   /** libuv still queued datagrams when the ring last came round to slot 0. */
   private queueAtRound = false
-  private nextQpn: number
   private nextPd = 1
   private depth = 0
   private pendingCqs: Array<SoftCq> = []
@@ -92,7 +95,6 @@ export class SoftDevice implements QpHost, CqHost {
     this.guid = (BigInt(port) | (BigInt(Math.floor(Math.random() * 0xffffff)) << 16n) | (0x02n << 56n))
       .toString(16)
       .padStart(16, "0")
-    this.nextQpn = 0x100 + Math.floor(Math.random() * 0xf000)
     socket.on("message", this.onMessage)
   }
 
@@ -409,10 +411,19 @@ export class SoftDevice implements QpHost, CqHost {
     return new SoftCq(cqe, this)
   }
 
+  /**
+   * A QP number no QP of this device has, drawn from the system's CSPRNG in 2..2^24-1: a host that is not told it
+   * cannot guess it, and a destroyed QP's number is unlikely to come back while its peer may still send to it.
+   */
+  private freshQpn(): number {
+    let qpn = randomInt(QPN_MIN, QPN_END)
+    // At most `qps.size` steps: the device holds far fewer QPs than there are numbers.
+    for (let i = 0; i <= this.qps.size && this.qps.has(qpn); i++) qpn = qpn + 1 === QPN_END ? QPN_MIN : qpn + 1
+    return qpn
+  }
+
   createQp(pdId: number, sendCq: SoftCq, recvCq: SoftCq, cap: QpCap, sqSigAll: boolean): SoftQp {
-    let qpn = this.nextQpn
-    while (this.qps.has(qpn)) qpn = (qpn + 1) & 0xffffff || 0x100
-    this.nextQpn = (qpn + 1) & 0xffffff || 0x100
+    const qpn = this.freshQpn()
     const qp = new SoftQp(qpn, this, pdId, sendCq, recvCq, cap, sqSigAll)
     this.qps.set(qpn, qp)
     return qp
