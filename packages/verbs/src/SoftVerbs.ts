@@ -5,7 +5,8 @@
  * real processes over real sockets.
  *
  * `SoftVerbsControl` is the fault-injection handle: packet loss and delay per device or per peer, port down/up,
- * forcing a QP to ERR from outside its owner, and the device counters.
+ * forcing a QP to ERR from outside its owner, and the device counters. `setQpToken` gives a QP a 64-bit token that
+ * every datagram for it must carry (`soft/Token.ts`), against a host that forges the peer's source address.
  *
  * @since 0.1.0
  */
@@ -39,6 +40,34 @@ import {
   type VerbsShape
 } from "./Verbs.js"
 
+export type {
+  /**
+   * The tokens of a SoftVerbs QP: `local`, required on every datagram it receives (0n: none), and `remote`, carried
+   * on every datagram it sends (the peer QP's `local`).
+   *
+   * @since 0.2.0
+   */
+  QpToken
+} from "./soft/Token.js"
+
+export {
+  /**
+   * A random non-zero 64-bit token (system CSPRNG) for a QP to require: send it to the peer, which sets it as its
+   * QP's `remote`.
+   *
+   * @since 0.2.0
+   */
+  randomToken,
+  /**
+   * Sets a SoftVerbs QP's token (`{ local, remote }`): a datagram for the QP without `local` is dropped and counted
+   * (`badToken`) before it can complete anything, change memory or move the QP's state; what the QP sends carries
+   * `remote`. `local` 0n checks nothing (the default). Succeeds with false on another provider's QP (left as it is);
+   * EINVAL for a value outside 0..2^64-1 or a destroyed QP. Kept across RESET; set it before RTR.
+   *
+   * @since 0.2.0
+   */
+  setQpToken
+} from "./soft/Token.js"
 export type {
   /**
    * What setting glibc's trim threshold did: `Set` with the threshold in bytes, or `Left` with the reason the heap was

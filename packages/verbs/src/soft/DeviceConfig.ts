@@ -110,6 +110,7 @@ export const newCounters = (): SoftCounters => ({
   duplicates: 0,
   droppedState: 0,
   foreignSource: 0,
+  badToken: 0,
   protocolErrors: 0
 })
 

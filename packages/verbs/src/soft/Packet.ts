@@ -1,20 +1,24 @@
 /**
- * The SoftVerbs wire format: one RC packet per UDP datagram, a fixed 48-byte little-endian header and up to one path
+ * The SoftVerbs wire format: one RC packet per UDP datagram, a fixed 56-byte little-endian header and up to one path
  * MTU of payload. The format is private to SoftVerbs; its semantics (PSNs, ACK/NAK, RNR, go-back-N) are InfiniBand's.
  *
  * ```
- *  0 u8  version (1)        1 u8  op            2 u8  flags         3 u8  syndrome (NAK kind)
+ *  0 u8  version (2)        1 u8  op            2 u8  flags         3 u8  syndrome (NAK kind)
  *  4 u32 destination QPN    8 u32 source QPN   12 u32 PSN (24 bits) 16 u32 ACK PSN (24 bits, if ACK_VALID)
  * 20 u32 immediate / RNR timer                 24 u32 rkey          28 u32 message length
  * 32 f64 remote address (message base)         40 u32 payload offset in the message
- * 44 u16 payload length    46 u16 reserved     48 payload
+ * 44 u16 payload length    46 u16 reserved     48 u32 token, low half   52 u32 token, high half
+ * 56 payload
  * ```
+ *
+ * The token (version 2; version 1 had no token and a 48-byte header) is the 64-bit value the destination QP requires
+ * on every datagram when its consumer set one (`SoftVerbs.setQpToken`); 0 when the sender has none to present.
  */
 
 /** Header bytes before the payload. */
-export const HDR = 48
+export const HDR = 56
 /** Wire version. */
-export const VERSION = 1
+export const VERSION = 2
 /** PSNs are 24 bits. */
 export const PSN_MASK = 0xffffff
 
@@ -67,7 +71,9 @@ export const Off = {
   msgLen: 28,
   raddr: 32,
   offset: 40,
-  payloadLen: 44
+  payloadLen: 44,
+  tokenLo: 48,
+  tokenHi: 52
 } as const
 
 /**
@@ -79,7 +85,10 @@ export const unwrapPsn = (wire: number, reference: number): number => {
   return reference + delta
 }
 
-/** Writes a header into `buf` at 0; the payload, if any, must already be at `HDR`. */
+/**
+ * Writes a header into `buf` at 0; the payload, if any, must already be at `HDR`. `tokenLo`/`tokenHi` are the two
+ * 32-bit halves of the token the destination QP requires (0 when it requires none).
+ */
 export const writeHeader = (
   buf: Buffer,
   op: number,
@@ -94,7 +103,9 @@ export const writeHeader = (
   msgLen: number,
   raddr: number,
   offset: number,
-  payloadLen: number
+  payloadLen: number,
+  tokenLo = 0,
+  tokenHi = 0
 ): void => {
   buf[0] = VERSION
   buf[1] = op
@@ -111,6 +122,8 @@ export const writeHeader = (
   buf.writeUInt32LE(offset >>> 0, 40)
   buf.writeUInt16LE(payloadLen, 44)
   buf.writeUInt16LE(0, 46)
+  buf.writeUInt32LE(tokenLo >>> 0, 48)
+  buf.writeUInt32LE(tokenHi >>> 0, 52)
 }
 
 /**

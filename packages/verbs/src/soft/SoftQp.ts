@@ -58,6 +58,8 @@ export interface QpCounters {
   duplicates: number
   droppedState: number
   foreignSource: number
+  /** Datagrams from the connected peer's address and QP whose token was not the one the QP requires: dropped. */
+  badToken: number
   protocolErrors: number
 }
 
@@ -93,6 +95,13 @@ export class SoftQp implements QueuePair {
   enSqdAsyncNotify = 0
   peerHost = ""
   peerPort = 0
+  // The token (`SoftVerbs.setQpToken`), as 32-bit halves: what every datagram for this QP must carry when
+  // `tokenCheck` is set (its token is not 0), and what every datagram it sends carries (the peer QP's token).
+  tokenCheck = false
+  rxTokenLo = 0
+  rxTokenHi = 0
+  txTokenLo = 0
+  txTokenHi = 0
 
   // Send queue: absolute indices, slot = index % sqCap.
   readonly sqCap: number
@@ -236,7 +245,10 @@ export class SoftQp implements QueuePair {
     return Responder.postRecv(this, wr)
   }
 
-  /** The receive path: the device calls this for a well-formed datagram addressed to this QP. */
+  /**
+   * The receive path: the device calls this for a well-formed datagram addressed to this QP. It is dropped and counted
+   * in RESET, INIT or ERR, from any source but the connected peer's address and QP, and without the QP's token.
+   */
   onPacket(msg: Buffer, fromHost: string, fromPort: number): void {
     const state = this.state
     if (state === QpState.RESET || state === QpState.INIT || state === QpState.ERR || this.destroyed) {
@@ -245,6 +257,13 @@ export class SoftQp implements QueuePair {
     }
     if (msg.readUInt32LE(Off.srcQpn) !== this.destQpNum || fromPort !== this.peerPort || fromHost !== this.peerHost) {
       this.device.counters.foreignSource++
+      return
+    }
+    if (
+      this.tokenCheck &&
+      (msg.readUInt32LE(Off.tokenLo) !== this.rxTokenLo || msg.readUInt32LE(Off.tokenHi) !== this.rxTokenHi)
+    ) {
+      this.device.counters.badToken++
       return
     }
     const op = msg[Off.op] as number

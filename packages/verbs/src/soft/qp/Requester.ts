@@ -16,7 +16,7 @@ import { postOneSend, wcOpcodeOf } from "./SendQueue.js"
 import { gather, scatter } from "./Sge.js"
 
 /**
- * Maximum packets in flight per QP, whatever the socket buffers: 512 × (48 + 4096) bytes fit a 4 MiB receive buffer.
+ * Maximum packets in flight per QP, whatever the socket buffers: 512 × (56 + 4096) bytes fit a 4 MiB receive buffer.
  * A device whose kernel granted less sizes its QPs' windows to that (`SoftDevice.windowFor`).
  */
 export const WINDOW = 512
@@ -135,7 +135,9 @@ const transmitPacket = (qp: SoftQp, s: number, pkt: number, psn: number): boolea
     len,
     qp.wqRaddr[s] as number,
     off,
-    plen
+    plen,
+    qp.txTokenLo,
+    qp.txTokenHi
   )
   qp.device.transmit(buf, HDR + plen, qp.peerHost, qp.peerPort)
   return true

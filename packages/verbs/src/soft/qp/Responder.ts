@@ -292,7 +292,24 @@ const executeRead = (qp: SoftQp, msg: Buffer, psn: number, duplicate: boolean): 
     let flags = 0
     if (k === 0) flags |= Flag.FIRST
     if (k === npkts - 1) flags |= Flag.LAST
-    writeHeader(buf, Op.READ_RESP, flags, 0, qp.destQpNum, qp.qpNum, first + k, 0, 0, 0, msgLen, 0, off, plen)
+    writeHeader(
+      buf,
+      Op.READ_RESP,
+      flags,
+      0,
+      qp.destQpNum,
+      qp.qpNum,
+      first + k,
+      0,
+      0,
+      0,
+      msgLen,
+      0,
+      off,
+      plen,
+      qp.txTokenLo,
+      qp.txTokenHi
+    )
     qp.device.transmit(buf, HDR + plen, qp.peerHost, qp.peerPort)
   }
   if (!duplicate) {
@@ -308,7 +325,24 @@ const executeRead = (qp: SoftQp, msg: Buffer, psn: number, duplicate: boolean): 
 
 const sendNak = (qp: SoftQp, syndrome: number, psn: number, imm: number): void => {
   const buf = qp.device.slot()
-  writeHeader(buf, Op.NAK, Flag.ACK_VALID, syndrome, qp.destQpNum, qp.qpNum, psn, psn - 1, imm, 0, 0, 0, 0, 0)
+  writeHeader(
+    buf,
+    Op.NAK,
+    Flag.ACK_VALID,
+    syndrome,
+    qp.destQpNum,
+    qp.qpNum,
+    psn,
+    psn - 1,
+    imm,
+    0,
+    0,
+    0,
+    0,
+    0,
+    qp.txTokenLo,
+    qp.txTokenHi
+  )
   qp.ackPending = false
   qp.device.transmit(buf, HDR, qp.peerHost, qp.peerPort)
 }
@@ -320,6 +354,23 @@ export const sendAck = (qp: SoftQp): void => {
   qp.rxSinceAck = 0
   if (qp.state === QpState.ERR || qp.state === QpState.RESET || qp.state === QpState.INIT) return
   const buf = qp.device.slot()
-  writeHeader(buf, Op.ACK, Flag.ACK_VALID, 0, qp.destQpNum, qp.qpNum, 0, qp.ePsn - 1, 0, 0, 0, 0, 0, 0)
+  writeHeader(
+    buf,
+    Op.ACK,
+    Flag.ACK_VALID,
+    0,
+    qp.destQpNum,
+    qp.qpNum,
+    0,
+    qp.ePsn - 1,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
+    qp.txTokenLo,
+    qp.txTokenHi
+  )
   qp.device.transmit(buf, HDR, qp.peerHost, qp.peerPort)
 }
