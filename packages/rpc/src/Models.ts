@@ -58,7 +58,21 @@ export const BootstrapDesc = Schema.Struct({
    * (`RDMA_WRITE_WITH_IMM`, one per lane a transfer used): present only when it takes them; absent (TENT, and this
    * engine with `transports/rdma/notify/transfer_bound` = `notify_qp`), a peer gets the notify QP's bytes.
    */
-  notify_imm_recvs: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(0, 65536)))
+  notify_imm_recvs: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(0, 65536))),
+  /** The sender's initial PSN per data QP (random), paired with `qp_num`; absent (TENT): 0 both ways. */
+  qp_psn: Schema.optional(Schema.Array(Schema.Number.pipe(Schema.int(), Schema.between(0, 0xffffff)))),
+  /** The sender's notify QP's initial PSN (random); absent (TENT): 0 both ways. */
+  notify_psn: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(0, 0xffffff))),
+  /**
+   * The token (a u64 in decimal) every datagram to the sender's QPs must carry on SoftVerbs (`SoftVerbs.setQpToken`;
+   * a real NIC ignores it); absent (TENT): no token either way.
+   */
+  qp_token: Schema.optional(
+    Schema.String.pipe(
+      Schema.pattern(/^[1-9][0-9]{0,19}$/),
+      Schema.filter((s) => BigInt(s) < 1n << 64n)
+    )
+  )
 })
 /**
  * A decoded {@link BootstrapDesc}.

@@ -42,6 +42,7 @@ import {
 } from "../NotifyChannel.js"
 import { postImmRecvs } from "./DataRecvs.js"
 import { dataQpParams, nicPath, notifyQpParams, parseGidText, toErr } from "./NicPath.js"
+import { connectQp, WireSecrets } from "./WireSecrets.js"
 
 /** TENT's `kFinishDestroyTimeoutSec`: after this, destroy proceeds with work requests still outstanding. */
 export const FINISH_DESTROY_TIMEOUT_MS = 30_000
@@ -107,6 +108,8 @@ export class RdmaEndpoint {
   peerQpNums: ReadonlyArray<number> = []
   /** The receives the peer keeps posted per data QP for immediates (its `notify_imm_recvs`); 0: it takes none. */
   peerImmRecvs = 0
+  /** This side's initial PSNs and its QPs' token, sent in its descriptor. */
+  private readonly secrets = new WireSecrets()
   /** The notify QP's send and receive rings. */
   readonly notify: NotifyChannel
   /** When `retire` ran (ms, on the host's clock). */
@@ -151,14 +154,14 @@ export class RdmaEndpoint {
     return this.notify.qpNum
   }
 
-  /** TENT `notify_connected_`. */
-  get connected(): boolean {
-    return this.notify.connected
-  }
-
   /** Notify sends posted and not successfully completed. */
   get pending(): number {
     return this.notify.pending
+  }
+
+  /** TENT `notify_connected_`. */
+  get connected(): boolean {
+    return this.notify.connected
   }
 
   /**
@@ -197,6 +200,7 @@ export class RdmaEndpoint {
         this.device.limits
       )
       this.dataQps.push(qp)
+      this.secrets.addQp()
       this.wrDepth.push(0)
       this.host.registerDataQp(qp, this, i)
     }
@@ -217,7 +221,7 @@ export class RdmaEndpoint {
       sqSigAll: true,
       cap: { maxSendWr: slots, maxRecvWr: slots, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
     })
-    const np = this.notifyParams()
+    const np = notifyQpParams(this.host.notifyParams, this.host.params, this.device)
     yield* notifyQp.modifyQp(
       { qpState: QpState.INIT, pkeyIndex: p.pkeyIndex, portNum: np.portNum, qpAccessFlags: np.accessFlags },
       QpAttrMask.STATE | QpAttrMask.PKEY_INDEX | QpAttrMask.PORT | QpAttrMask.ACCESS_FLAGS
@@ -225,10 +229,6 @@ export class RdmaEndpoint {
     this.notify.qp = notifyQp
     yield* this.notify.allocate(this.device.pd)
   })
-
-  private notifyParams(): Rc.RcParams {
-    return notifyQpParams(this.host.notifyParams, this.host.params, this.device)
-  }
 
   /** The descriptor this side sends (connect) or replies (accept). */
   localDesc(peerNicPath: string): BootstrapDesc {
@@ -248,7 +248,8 @@ export class RdmaEndpoint {
         : {}),
       // Sent only when it is not TENT's 64 KiB, so a descriptor with TENT's slots is TENT's descriptor.
       ...(this.notify.slotBytes === NOTIFY_SLOT_BYTES ? {} : { notify_slot_bytes: this.notify.slotBytes }),
-      ...(this.immRecvs > 0 ? { notify_imm_recvs: this.immRecvs } : {})
+      ...(this.immRecvs > 0 ? { notify_imm_recvs: this.immRecvs } : {}),
+      ...this.secrets.desc
     }
   }
 
@@ -266,9 +267,13 @@ export class RdmaEndpoint {
       }
       const receipts = this.host.policies.receipts
       const params = dataQpParams(this.host.params, this.device)
+      // Random PSNs and a token (SoftVerbs: checked on every datagram) only with a peer that sent its own (TENT: 0, none).
+      const agreed = this.secrets.agree(peer)
+      if (typeof agreed === "string") return yield* new BootstrapRejected({ message: agreed })
       for (let i = 0; i < this.dataQps.length; i++) {
-        const qp = this.dataQps[i] as QueuePair
-        yield* Rc.connect(qp, 0, { gid, lid: peer.local_lid, qpNum: peer.qp_num[i] as number, psn: 0 }, params)
+        const psn = agreed.data[i] ?? { mine: 0, theirs: 0 }
+        const remote = { gid, lid: peer.local_lid, qpNum: peer.qp_num[i] as number, psn: psn.theirs }
+        yield* connectQp(this.dataQps[i] as QueuePair, psn.mine, remote, agreed.tokens, params)
       }
       this.peerQpNums = peer.qp_num
       // Immediates need the receipts' stamps (a fallback resends a record unheld, once) on both sides.
@@ -286,7 +291,12 @@ export class RdmaEndpoint {
       }
       const notifyQp = this.notify.qp
       if (peer.notify_qp_num !== 0 && notifyQp !== undefined) {
-        const ok = yield* Effect.either(this.setupNotifyQp(notifyQp, { gid, lid: peer.local_lid }, peer.notify_qp_num))
+        const remote = { gid, lid: peer.local_lid, qpNum: peer.notify_qp_num, psn: agreed.notify.theirs }
+        const np = notifyQpParams(this.host.notifyParams, this.host.params, this.device)
+        const reset = notifyQp.modifyQp({ qpState: QpState.RESET }, QpAttrMask.STATE) // TENT's: from RESET
+        const ok = yield* Effect.either(
+          Effect.zipRight(reset, connectQp(notifyQp, agreed.notify.mine, remote, agreed.tokens, np))
+        )
         if (ok._tag === "Right") {
           this.notify.open()
           this.host.publishNotifyQp(notifyQp.qpNum, this)
@@ -295,17 +305,6 @@ export class RdmaEndpoint {
         }
       }
     }).pipe(Effect.tapError(() => Effect.sync(() => this.retireNoLock("setup_failed"))))
-  }
-
-  private setupNotifyQp(
-    qp: QueuePair,
-    peer: { readonly gid: Uint8Array; readonly lid: number },
-    peerQpNum: number
-  ): Effect.Effect<void, RdmaError> {
-    return Effect.zipRight(
-      qp.modifyQp({ qpState: QpState.RESET }, QpAttrMask.STATE),
-      Rc.connect(qp, 0, { ...peer, qpNum: peerQpNum, psn: 0 }, this.notifyParams())
-    )
   }
 
   /**
