@@ -465,8 +465,9 @@ export class Ledger {
   /** A held record's stamp waits for its data (`held`), or no longer does: meanwhile the prefix never jumps past it. */
   holding(session: bigint, seq: bigint, held: boolean): void {
     const a = this.ackState(session, true) as AckState
-    if (held) (a.held ??= new Map()).set(Number(seq), performance.now())
-    else a.held?.delete(Number(seq))
+    if (!held) return void a.held?.delete(Number(seq))
+    if (a.held === undefined) a.held = new Map()
+    a.held.set(Number(seq), performance.now())
   }
 
   /** The cumulative `ack_seq` for `session`: every seq up to it was admitted here. */
