@@ -31,7 +31,7 @@ import * as Metrics from "../Metrics.js"
 import { SLOT_BYTES } from "../NotifyFrame.js"
 import type { PeerHealthPolicyShape } from "../PeerHealth.js"
 import type { PendingNotification, ResendShape } from "../Resend.js"
-import { holds, makeHeld } from "./HeldRecord.js"
+import { type Hold, makeHeld } from "./HeldRecord.js"
 import type { Ledger } from "./Ledger.js"
 import { type ChunkAllocator, chunkAllocator, SlotRing } from "./SlotRing.js"
 
@@ -287,11 +287,11 @@ export class NotifyChannel {
 
   /**
    * Frames and posts one notification into the next send slot: the synchronous core of TENT's `sendNotification`.
-   * A resend passes the stamp it was first sent with. Returns 0, {@link TOO_LARGE} (larger than this side's or the
+   * A resend passes the stamp it was first sent with; a held record (transfer-bound, `Immediates.ts`) its hold. Returns 0, {@link TOO_LARGE} (larger than this side's or the
    * peer's slot), {@link NO_SLOT} (not connected, or no window unit), `ENOMEM` (a lazy send ring could not grow), or
    * the post's errno.
    */
-  postNotification(n: Notification, resent?: Stamp): number {
+  postNotification(n: Notification, resent?: Stamp, hold?: Hold): number {
     const qp = this.qp
     if (!this.connected || qp === undefined) return NO_SLOT
     if (this.pending >= this.settings.slots) return NO_SLOT
@@ -312,8 +312,7 @@ export class NotifyChannel {
       if (stamp === undefined) return LEDGER_FULL
     } else stamp = dedup.stamp(this.peerProto)
     let len = dedup.encode(buf, offset, n, stamp, this.peerProto, this.frameBytes)
-    const hold = holds.get(n)
-    if (len >= 0 && hold?.active === true) len = makeHeld(buf, offset, len, this.frameBytes, hold)
+    if (hold !== undefined && len >= 0) len = makeHeld(buf, offset, len, this.frameBytes, hold)
     if (len < 0) {
       if (receipted && resent === undefined) receipts.rollback(this.segment, stamp as Stamp)
       return TOO_LARGE

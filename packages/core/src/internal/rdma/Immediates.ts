@@ -346,8 +346,9 @@ export class Markers {
     this.tag = (this.tag + 1) >>> 0
     const tag = this.tag
     const record: Notification = { ...t.notification }
-    holds.set(record, { tag, lanes: lanes.length, active: true })
-    if (first.notify.postNotification(record) !== 0) {
+    const hold = { tag, lanes: lanes.length, active: true }
+    holds.set(record, hold)
+    if (first.notify.postNotification(record, undefined, hold) !== 0) {
       holds.delete(record)
       return void this.spoil(t)
     }

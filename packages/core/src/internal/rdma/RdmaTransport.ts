@@ -429,6 +429,14 @@ export const make = Effect.gen(function* () {
           : sendNotificationFull(segment, n)
     })
 
+  /** The most `f` says of any of `segment`'s endpoints (0 with none): what its bootstraps advertised. */
+  const peerMost = (segment: string, f: (ep: RdmaEndpoint) => number): number => {
+    let most = 0
+    for (const d of devices)
+      for (const ep of d.store.active.values()) if (ep.segment === segment) most = Math.max(most, f(ep))
+    return most
+  }
+
   return {
     kind: "rdma",
     serverName,
@@ -448,21 +456,8 @@ export const make = Effect.gen(function* () {
     onBootstrap,
     getEndpoint,
     resetConnection,
-    peerProto: (segment) => {
-      let proto = 0
-      for (const d of devices)
-        for (const ep of d.store.active.values())
-          if (ep.segment === segment && ep.notify.peerProto > proto) proto = ep.notify.peerProto
-      return proto
-    },
-    peerImm: (segment) => {
-      const ep = lastEndpoint.get(segment)
-      if (ep !== undefined && ep.status === "READY") return ep.peerImmRecvs
-      for (const d of devices)
-        for (const e of d.store.active.values())
-          if (e.segment === segment && e.status === "READY" && e.peerImmRecvs > 0) return e.peerImmRecvs
-      return 0
-    },
+    peerProto: (segment) => peerMost(segment, (ep) => ep.notify.peerProto),
+    peerImm: (segment) => peerMost(segment, (ep) => (ep.status === "READY" ? ep.peerImmRecvs : 0)),
     marks,
     markers,
     setDataPath: (s, c) => {
