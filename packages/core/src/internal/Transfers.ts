@@ -182,8 +182,10 @@ export const make = (
     const failureCapable = (segment: string): boolean =>
       Hooks.failureCapable(receipts.failureNotices, Math.max(levels.get(segment) ?? 0, rdma?.peerProto(segment) ?? 0))
 
-    /** `transports/rdma/notify/transfer_bound` immediate: hooks' notifications ride the data QPs where they can. */
-    /** Only with hooks that remember the targets served: TENT's whole-hook firing would send a served one again. */
+    /**
+     * `transports/rdma/notify/transfer_bound` immediate: hooks' notifications ride the data QPs where they can; only
+     * with hooks that remember the targets served (TENT's whole-hook firing would send a served one again).
+     */
     const immediates = settings.notify.transferBound === "immediate" && receipts.enabled && policy.rememberTargets
     /** A spoiled track's record goes again unheld, with its stamp, now: the receipts' worker sends it. */
     const resendUnheld = (segment: string, record: Notification): void => {
