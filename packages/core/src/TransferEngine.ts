@@ -15,7 +15,7 @@
  */
 import { RailHealth } from "@tent/health"
 import type { InvalidEntry, Notification, ServerError, TransportFailure } from "@tent/rpc"
-import { DescriptorCache, RpcAgent, RpcConfig } from "@tent/rpc"
+import { DescriptorCache, RpcConfig } from "@tent/rpc"
 import { AccessFlags, type MemoryRegion, type RdmaError, SoftVerbs, type Verbs } from "@tent/verbs"
 import { Context, Deferred, Effect, Exit, Layer, Scope, Stream } from "effect"
 import type { ConfigError } from "effect/ConfigError"
@@ -461,7 +461,7 @@ export const layer: Layer.Layer<
   Layer.provideMerge(Layer.merge(RdmaTransport.layer, TcpTransport.layer)),
   Layer.provideMerge(Layer.mergeAll(Wiring.cacheLayer, Delivery.layer, LocalSegment.layer, Wiring.resendQueueLayer)),
   Layer.provideMerge(Layer.mergeAll(Wiring.engineAgentLayer, Wiring.identityLayer, Ledger.layer)),
-  Layer.provideMerge(Layer.merge(RpcAgent.layer, Wiring.listenerLayer)),
+  Layer.provideMerge(Wiring.agentLayer),
   Layer.provide(Layer.merge(EngineConfig.layerConfig, RpcConfig.layerConfig))
 )
 

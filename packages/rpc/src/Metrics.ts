@@ -316,8 +316,21 @@ export const observeCall = (
 }
 
 /**
+ * Control-plane connections this engine's server closed before serving anything, by reason: `auth_required` (no
+ * handshake), `auth_failed` (a wrong proof), `not_allowed` (outside `rpc/allow_cidrs`), `max_connections`,
+ * `tent_wire` (TENT's unauthenticated wire while a secret is set).
+ *
+ * @since 0.3.0
+ */
+export const rejectedConnections = counter(
+  "tent_rpc_rejected_connections_total",
+  "control-plane connections closed before anything was served, by reason",
+  ["reason"]
+)
+
+/**
  * This package's metrics.
  *
  * @since 0.1.0
  */
-export const catalog: ReadonlyArray<CatalogEntry> = [callDuration.entry, callFailures.entry]
+export const catalog: ReadonlyArray<CatalogEntry> = [callDuration.entry, callFailures.entry, rejectedConnections.entry]

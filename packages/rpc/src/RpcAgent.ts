@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Duration, Effect, Exit, Layer, type Scope } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Layer, Option, type Scope } from "effect"
 import type { ControlPlaneTag, DataReplyError, PayloadOf, ReplyErrorOf, SuccessOf } from "./ControlPlane.js"
 import { DataTooLarge, NotificationTooLarge, SegmentRangeInvalid, TransportFailure } from "./Errors.js"
 import { parseAddress } from "./internal/address.js"
@@ -103,12 +103,23 @@ export interface RpcAgentShape {
 export class RpcAgent extends Context.Tag("@tent/rpc/RpcAgent")<RpcAgent, RpcAgentShape>() {}
 
 /**
- * Builds an agent; its connections close with the scope.
+ * The name an agent claims when it proves the control plane's shared secret (`RpcSettings.secret`): its engine's
+ * segment name, which the peer's handlers see as `Server.PEER_HEADER`. Optional: without it, the agent proves the
+ * secret with an empty name.
+ *
+ * @since 0.3.0
+ */
+export class AgentName extends Context.Tag("@tent/rpc/RpcAgent/AgentName")<AgentName, string>() {}
+
+/**
+ * Builds an agent; its connections close with the scope. With a secret in {@link RpcConfig}, every connection proves
+ * it (and has the peer prove it) before its first call, claiming {@link AgentName} if there is one.
  *
  * @since 0.1.0
  */
 export const make: Effect.Effect<RpcAgentShape, never, RpcConfig | Scope.Scope> = Effect.gen(function* () {
   const settings = yield* RpcConfig
+  const name = Option.getOrElse(yield* Effect.serviceOption(AgentName), () => "")
   const maxDataBytes = settings.maxDataBytes ?? defaults.max_data_bytes
   const maxFrame = maxFrameBytes(settings.maxNotifyBytes, maxDataBytes)
   const connections = new Map<string, Connection>()
@@ -135,7 +146,7 @@ export const make: Effect.Effect<RpcAgentShape, never, RpcConfig | Scope.Scope> 
         new TransportFailure({ address, reason: "Refused", message: `"${address}" is not a host:port address` })
       )
     }
-    const c = new Connection(address, target.host, target.port, settings, maxFrame, onDead)
+    const c = new Connection(address, target.host, target.port, settings, maxFrame, onDead, name)
     connections.set(address, c)
     return c
   }

@@ -6,12 +6,14 @@
  */
 import type * as Net from "node:net"
 import * as Os from "node:os"
-import { Config, type ConfigError, Context, Effect, Layer, type Scope } from "effect"
+import { Config, type ConfigError, Context, Effect, Layer, Redacted, type Scope } from "effect"
 import type { ControlPlaneHandlers } from "./ControlPlane.js"
 import { ServerError } from "./Errors.js"
 import { discoverHost } from "./internal/address.js"
+import * as Auth from "./internal/auth.js"
+import { allowList, type RejectReason } from "./internal/auth.js"
 import { makeDataHandlers } from "./internal/data.js"
-import { type BoundListener, bind } from "./internal/listener.js"
+import { type BoundListener, bind, reject } from "./internal/listener.js"
 import { makeConnectionHandler } from "./internal/serve.js"
 import { makeTentHandlers, sniff, type TentWireStats } from "./internal/tentWire.js"
 import { defaults, RpcConfig } from "./RpcConfig.js"
@@ -43,7 +45,17 @@ export interface ServerAddressShape extends ListenerShape {
   readonly data?: DataStats | undefined
   /** What peers speaking TENT's own wire (coro_rpc) did on this server (absent on servers from other builds). */
   readonly tent?: TentWireCounters | undefined
+  /** Connections closed before anything was served, by reason (absent on servers from other builds). */
+  readonly rejected?: Readonly<Record<RejectReason, number>> | undefined
 }
+
+/**
+ * The header every handler of an authenticated connection receives (`(payload, { headers })`): the peer's segment
+ * name as it proved it in the handshake. Absent on a connection that did not authenticate (no secret set).
+ *
+ * @since 0.3.0
+ */
+export const PEER_HEADER: typeof Auth.PEER_HEADER = Auth.PEER_HEADER
 
 /**
  * Counters of the connections that spoke TENT's own wire (yalantinglibs coro_rpc, as a Mooncake TENT node calls).
@@ -105,6 +117,19 @@ export interface ListenerOptions {
   readonly maxNotifyBytes?: number | undefined
   /** Largest `SendData` / `RecvData` served; larger ones get `DataTooLarge`. Default 16 MiB. */
   readonly maxDataBytes?: number | undefined
+  /**
+   * The shared secret each connection must prove (a challenge–response, the secret never sent) before any request is
+   * served; at least 16 bytes. Absent: no authentication, as TENT (and TENT's own wire is answered).
+   */
+  readonly secret?: Redacted.Redacted<string> | string | undefined
+  /** Addresses or CIDRs a connection may come from; others are closed unread and counted. Absent or empty: any. */
+  readonly allowCidrs?: ReadonlyArray<string> | undefined
+  /** Connections held at once; more are closed and counted. Default 1024. */
+  readonly maxConnections?: number | undefined
+  /** Requests of one connection handled at once; beyond it the connection is read no more until one is answered. */
+  readonly maxInflight?: number | undefined
+  /** Reply bytes a connection may leave unread before it is read no more. Default 64 MiB. */
+  readonly maxUnreadReplyBytes?: number | undefined
 }
 
 /**
@@ -151,9 +176,26 @@ export const makeListener = (options: ListenerOptions = {}): Effect.Effect<Bound
       })
     )
   }
-  return bind(host, options.port ?? 0, {
+  const port = options.port ?? 0
+  let allowed: ((address: string | undefined) => boolean) | undefined
+  try {
+    allowed = allowList(options.allowCidrs ?? [])
+  } catch (e) {
+    return Effect.fail(new ServerError({ host, port, message: `rpc/allow_cidrs: ${(e as Error).message}` }))
+  }
+  const secret =
+    typeof options.secret === "string" ? options.secret : Redacted.value(options.secret ?? Redacted.make(""))
+  if (secret !== "" && Buffer.byteLength(secret) < 16) {
+    return Effect.fail(new ServerError({ host, port, message: "the control plane's secret must be at least 16 bytes" }))
+  }
+  return bind(host, port, {
     maxNotifyBytes: options.maxNotifyBytes ?? defaults.max_notify_bytes,
-    maxDataBytes: options.maxDataBytes ?? defaults.max_data_bytes
+    maxDataBytes: options.maxDataBytes ?? defaults.max_data_bytes,
+    maxConnections: options.maxConnections ?? defaults.max_connections,
+    maxInflight: options.maxInflight ?? defaults.max_inflight,
+    maxUnreadReplyBytes: options.maxUnreadReplyBytes ?? defaults.max_unread_reply_bytes,
+    secret: secret === "" ? undefined : Buffer.from(secret, "utf8"),
+    allowed
   })
 }
 
@@ -176,7 +218,7 @@ const serveListener = (
   Effect.gen(function* () {
     const stats: DataStats = { sent: 0, received: 0, rejected: 0 }
     const data = makeDataHandlers(listener.limits.maxDataBytes, options.memory, stats)
-    const connections = yield* makeConnectionHandler({ ...listener.limits, data })
+    const connections = yield* makeConnectionHandler({ ...listener.limits, data, rejected: listener.rejected })
     const tentStats: TentWireCounters = { notified: 0, notifyDropped: 0 }
     const tent = yield* TentServer.makeConnectionHandler({
       handlers: makeTentHandlers(
@@ -195,10 +237,15 @@ const serveListener = (
       }
     })
     // the first bytes of a connection tell its wire: this project's frames or TENT's coro_rpc
+    // (TENT's wire has no authentication: with a secret set, it is refused)
     const onSocket = (socket: Net.Socket): void =>
       sniff(socket, (wire) => {
         if (wire === "lean") connections.onSocket(socket)
-        else tent.onSocket(socket)
+        else if (listener.limits.secret === undefined) tent.onSocket(socket)
+        else {
+          reject(listener.rejected, "tent_wire")
+          socket.destroy()
+        }
       })
     const attached = yield* Effect.acquireRelease(
       Effect.sync(() => listener.attach(onSocket)),
@@ -214,7 +261,14 @@ const serveListener = (
       const { host, port, address } = listener
       return yield* Effect.fail(new ServerError({ host, port, message: `${address} is served already` }))
     }
-    return { host: listener.host, port: listener.port, address: listener.address, data: stats, tent: tentStats }
+    return {
+      host: listener.host,
+      port: listener.port,
+      address: listener.address,
+      data: stats,
+      tent: tentStats,
+      rejected: listener.rejected
+    }
   })
 
 /**
@@ -262,6 +316,21 @@ export const make = (
 export const layer = (options: ServerOptions = {}): Layer.Layer<ServerAddress, ServerError, ControlPlaneHandlers> =>
   Layer.scoped(ServerAddress, make(options))
 
+/**
+ * The listener options {@link RpcConfig} gives: the limits, the secret and the allow-list.
+ *
+ * @since 0.3.0
+ */
+export const listenerLimits = (rpc: RpcConfig["Type"]): ListenerOptions => ({
+  maxNotifyBytes: rpc.maxNotifyBytes,
+  maxDataBytes: rpc.maxDataBytes,
+  maxConnections: rpc.maxConnections,
+  maxInflight: rpc.maxInflight,
+  maxUnreadReplyBytes: rpc.maxUnreadReplyBytes,
+  secret: rpc.secret,
+  allowCidrs: rpc.allowCidrs
+})
+
 /** The listener's options from config: `rpc_server_hostname`, `rpc_server_port` and the {@link RpcConfig} limits. */
 const optionsFromConfig: Effect.Effect<ListenerOptions, ConfigError.ConfigError, RpcConfig> = Effect.gen(function* () {
   const host = yield* Config.string("rpc_server_hostname").pipe(Config.withDefault("127.0.0.1"))
@@ -272,8 +341,8 @@ const optionsFromConfig: Effect.Effect<ListenerOptions, ConfigError.ConfigError,
     }),
     Config.withDefault(0)
   )
-  const { maxDataBytes, maxNotifyBytes } = yield* RpcConfig
-  return { host, port, maxNotifyBytes, maxDataBytes }
+  const rpc = yield* RpcConfig
+  return { host, port, ...listenerLimits(rpc) }
 })
 
 /**

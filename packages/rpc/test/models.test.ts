@@ -136,7 +136,7 @@ describe("frames", () => {
 describe("RpcConfig", () => {
   const read = (json: unknown) => Effect.provide(RpcConfig.RpcConfig, RpcConfig.layerFromJson(json))
 
-  it.effect("defaults: every timeout -1 → the library's 30 s, max notify 16 MiB", () =>
+  it.effect("defaults: every timeout -1 → the library's 30 s, max notify 16 MiB, no secret, any address", () =>
     Effect.gen(function* () {
       const c = yield* read({})
       expect(c).toEqual({
@@ -146,7 +146,12 @@ describe("RpcConfig", () => {
         connectTimeoutMs: 30_000,
         maxNotifyBytes: 16 * 1024 * 1024,
         maxDataBytes: 16 * 1024 * 1024,
-        probeTimeoutMs: 2000
+        probeTimeoutMs: 2000,
+        maxConnections: 1024,
+        maxInflight: 1024,
+        maxUnreadReplyBytes: 64 * 1024 * 1024,
+        secret: undefined,
+        allowCidrs: []
       })
     })
   )

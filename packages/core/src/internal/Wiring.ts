@@ -13,6 +13,7 @@ import * as Handlers from "./Handlers.js"
 import * as LocalSegment from "./LocalSegment.js"
 import * as ReceiptWorker from "./ReceiptWorker.js"
 import * as Resender from "./Resender.js"
+import { rdmaServerName } from "./rdma/NicPath.js"
 import * as SegmentPublisher from "./SegmentPublisher.js"
 import { EngineAgent, EngineIdentity, ResendQueue } from "./Services.js"
 
@@ -23,12 +24,30 @@ export const listenerLayer = Layer.scoped(
     const settings = yield* EngineConfig.EngineConfig
     const rpc = yield* RpcConfig.RpcConfig
     return yield* Server.makeListener({
+      ...Server.listenerLimits(rpc),
       host: settings.rpcServerHostname,
-      port: settings.rpcServerPort,
-      maxNotifyBytes: rpc.maxNotifyBytes,
-      maxDataBytes: rpc.maxDataBytes
+      port: settings.rpcServerPort
     })
   })
+)
+
+/**
+ * The control-plane agent, with the name it claims when it proves the shared secret: the server part of this
+ * engine's NIC paths (`local_nic_path`), the identity a peer binds its `Bootstrap`s and stamps to.
+ */
+export const agentLayer = RpcAgent.layer.pipe(
+  Layer.provide(
+    Layer.effect(
+      RpcAgent.AgentName,
+      Effect.gen(function* () {
+        const settings = yield* EngineConfig.EngineConfig
+        const { address } = yield* Server.Listener
+        const segment = settings.localSegmentName === "" ? address : settings.localSegmentName
+        return rdmaServerName(settings.rdmaBindAddress, segment, settings.rpcServerPort)
+      })
+    )
+  ),
+  Layer.provideMerge(listenerLayer)
 )
 
 /** Who this engine is: the listener's address, and `local_segment_name` or that address. */

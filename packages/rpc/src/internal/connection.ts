@@ -1,7 +1,8 @@
 import * as Net from "node:net"
-import { Effect, Exit } from "effect"
+import { Effect, Exit, Redacted } from "effect"
 import { TransportFailure, type TransportFailureReason } from "../Errors.js"
 import type { RpcSettings } from "../RpcConfig.js"
+import { AuthKind, ClientHandshake } from "./auth.js"
 import { type RpcSpec, voidCodec } from "./codec.js"
 import { FrameReader, Kind } from "./frame.js"
 import { FramedSocket } from "./framed.js"
@@ -85,15 +86,24 @@ export class Connection {
   private connectTimer: ReturnType<typeof setTimeout> | undefined
   private lastError: NodeJS.ErrnoException | undefined
   private connected = false
+  /** Connected, and (with a secret) the server proved it: calls go out. */
+  private ready = false
+  /** With a secret, from the connect until the server's challenge is answered. */
+  private handshake: ClientHandshake | undefined
   private nextId = 1
 
+  /**
+   * `name`: this side's segment name, claimed in the authentication handshake (made only when `settings.secret` is
+   * set: the server must prove the same secret before any call is sent, then this side proves it).
+   */
   constructor(
     readonly address: string,
     host: string,
     port: number,
     settings: RpcSettings,
     private readonly maxFrame: number,
-    private readonly onDead: (c: Connection) => void
+    private readonly onDead: (c: Connection) => void,
+    name = ""
   ) {
     this.reader = new FrameReader(maxFrame, this.onFrame)
     this.socket = Net.createConnection({ host, port, noDelay: true })
@@ -103,11 +113,14 @@ export class Connection {
       settings.connectTimeoutMs
     )
     this.socket.once("connect", () => {
-      clearTimeout(this.connectTimer)
       this.connected = true
-      const waiting = this.waiting
-      this.waiting = []
-      for (const p of waiting) if (!p.done) this.send(p)
+      if (settings.secret === undefined) return this.becomeReady()
+      const handshake = new ClientHandshake(Buffer.from(Redacted.value(settings.secret), "utf8"), name)
+      this.handshake = handshake
+      this.framed.writer.begin(AuthKind.Hello, 0)
+      this.framed.writer.bytes(handshake.hello())
+      this.framed.writer.end()
+      this.framed.flushSoon()
     })
     this.socket.on("data", (chunk: Buffer) => {
       if (this.failure !== undefined) return
@@ -130,6 +143,32 @@ export class Connection {
         this.fail(code === "ETIMEDOUT" ? "Timeout" : "Closed", `connection to ${address} closed${detail}`)
       }
     })
+  }
+
+  /** Sends the calls made while connecting (and authenticating). */
+  private becomeReady(): void {
+    clearTimeout(this.connectTimer)
+    this.ready = true
+    const waiting = this.waiting
+    this.waiting = []
+    for (const p of waiting) if (!p.done) this.send(p)
+  }
+
+  /** The server's `Challenge`: answered with this side's proof when the server proved the secret, else a failure. */
+  private onChallenge(handshake: ClientHandshake, kind: number | undefined, buf: Buffer, body: number, end: number) {
+    const answer = kind === AuthKind.Challenge ? handshake.answer(buf, body, end) : undefined
+    if (answer === undefined) {
+      const text = `authentication failed: ${this.address} did not prove the shared secret`
+      this.framed.protocolError(text)
+      this.fail("Protocol", text)
+      return
+    }
+    this.handshake = undefined
+    this.framed.writer.begin(AuthKind.Proof, 0)
+    this.framed.writer.bytes(answer)
+    this.framed.writer.end()
+    this.becomeReady()
+    this.framed.flushSoon()
   }
 
   /** Marks the connection dead: every waiting, pending and future call on it fails with this reason. */
@@ -164,7 +203,7 @@ export class Connection {
       return undefined
     }
     const p = new Pending(spec, payload, timeoutMs, resume, this)
-    if (this.connected) this.send(p)
+    if (this.ready) this.send(p)
     else this.waiting.push(p)
     return p.done ? undefined : p.cancel
   }
@@ -276,6 +315,10 @@ export class Connection {
     const body = start + 5
     if (kind === Kind.ProtocolError) {
       this.fail("Protocol", `${this.address} rejected a frame: ${buf.toString("utf8", body, end)}`)
+      return
+    }
+    if (this.handshake !== undefined) {
+      this.onChallenge(this.handshake, kind, buf, body, end)
       return
     }
     if (kind === undefined || kind < Kind.Success || kind > Kind.Interrupted)

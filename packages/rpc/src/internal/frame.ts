@@ -42,15 +42,44 @@ export class FrameReader {
   private pending: Array<Buffer> = []
   private pendingBytes = 0
   private need = 0
+  /** Stopped by `blocked` (see the constructor): frames are kept, unread, until {@link resume}. */
+  held = false
 
+  /**
+   * `blocked`, when given, is asked before each frame: true stops the reader there (the rest is kept, and so is
+   * everything pushed after) until {@link resume}. The server's backpressure: a connection with too many requests in
+   * hand or too many reply bytes unread is read no further.
+   */
   constructor(
     private readonly maxFrame: number,
-    private readonly onFrame: (buf: Buffer, start: number, end: number) => void
+    private readonly onFrame: (buf: Buffer, start: number, end: number) => void,
+    private readonly blocked?: () => boolean
   ) {}
+
+  /** Reads on after a stop by `blocked` (and may stop again); an error text when the stream is malformed. */
+  resume(): string | undefined {
+    if (!this.held) return undefined
+    this.held = false
+    if (this.pendingBytes === 0) return undefined
+    const all = this.pending.length === 1 ? (this.pending[0] as Buffer) : Buffer.concat(this.pending, this.pendingBytes)
+    this.pending = []
+    this.pendingBytes = 0
+    this.need = 0
+    try {
+      return this.scan(all)
+    } catch (e) {
+      return e instanceof Error ? e.message : String(e)
+    }
+  }
 
   /** Feeds bytes; returns an error text when the stream is malformed (the caller closes the connection). */
   push(chunk: Buffer): string | undefined {
     try {
+      if (this.held) {
+        this.pending.push(chunk)
+        this.pendingBytes += chunk.length
+        return undefined
+      }
       if (this.pendingBytes === 0) return this.scan(chunk)
       this.pending.push(chunk)
       this.pendingBytes += chunk.length
@@ -87,6 +116,10 @@ export class FrameReader {
       if (bad !== undefined) return bad
       if (buf.length - off - 4 < len) {
         this.need = 4 + len
+        break
+      }
+      if (this.blocked?.() === true) {
+        this.held = true
         break
       }
       this.onFrame(buf, off + 4, off + 4 + len)

@@ -1,8 +1,10 @@
 import * as Net from "node:net"
 import { Effect, type Scope } from "effect"
 import { ServerError } from "../Errors.js"
+import * as Metrics from "../Metrics.js"
 import type { ListenerShape } from "../Server.js"
 import { formatAddress } from "./address.js"
+import type { RejectReason } from "./auth.js"
 
 /** The limits a listener's connections are served with, fixed when it binds. */
 export interface Limits {
@@ -10,6 +12,25 @@ export interface Limits {
   readonly maxNotifyBytes: number
   /** Largest `SendData` / `RecvData` served. */
   readonly maxDataBytes: number
+  /** Connections held at once (served or waiting); one more is closed at once and counted. */
+  readonly maxConnections: number
+  /** Requests of one connection handled at once; beyond it the connection is not read until one is answered. */
+  readonly maxInflight: number
+  /** Reply bytes a connection may leave unread; beyond it the connection is not read until its peer reads. */
+  readonly maxUnreadReplyBytes: number
+  /** The shared secret every connection must prove before it is served; undefined: none (TENT's behaviour). */
+  readonly secret: Uint8Array | undefined
+  /** Whether a connection from this address may be served; undefined: any. */
+  readonly allowed: ((address: string | undefined) => boolean) | undefined
+}
+
+/** Connections a server refused before serving them, by reason (its share of `tent_rpc_rejected_connections_total`). */
+export type Rejections = Record<RejectReason, number>
+
+/** Counts one refused connection on the server's counters and in the metric. */
+export const reject = (rejected: Rejections, reason: RejectReason): void => {
+  rejected[reason]++
+  Metrics.rejectedConnections.child(reason).update(1)
 }
 
 /**
@@ -32,6 +53,15 @@ export class BoundListener implements ListenerShape {
   /** While frozen (see {@link freeze}): the served connections it paused. */
   private paused: Set<Net.Socket> | undefined
 
+  /** Connections refused before anything was served, by reason. */
+  readonly rejected: Rejections = {
+    auth_required: 0,
+    auth_failed: 0,
+    not_allowed: 0,
+    max_connections: 0,
+    tent_wire: 0
+  }
+
   constructor(
     readonly host: string,
     readonly port: number,
@@ -40,9 +70,23 @@ export class BoundListener implements ListenerShape {
     private readonly server: Net.Server
   ) {}
 
-  /** A new connection: handed to the handler, or held paused until one is attached (and the listener not frozen). */
+  /**
+   * A new connection: closed at once (nothing read, counted) when its address is not allowed or the server holds
+   * `maxConnections` already; else handed to the handler, or held paused until one is attached (and not frozen).
+   */
   readonly accept = (socket: Net.Socket): void => {
     socket.on("error", () => {})
+    const refused =
+      this.limits.allowed !== undefined && !this.limits.allowed(socket.remoteAddress)
+        ? "not_allowed"
+        : this.open.size >= this.limits.maxConnections
+          ? "max_connections"
+          : undefined
+    if (refused !== undefined) {
+      reject(this.rejected, refused)
+      socket.destroy()
+      return
+    }
     this.open.add(socket)
     socket.once("close", () => this.open.delete(socket))
     if (this.onSocket !== undefined && this.paused === undefined) this.onSocket(socket)

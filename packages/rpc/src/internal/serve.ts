@@ -7,6 +7,7 @@ import * as RpcServer from "@effect/rpc/RpcServer"
 import { Cause, Context, Effect, Exit, type Fiber, FiberId, Runtime, type Scope } from "effect"
 import { ControlPlane, type ControlPlaneHandlers, type ControlPlaneRpcs } from "../ControlPlane.js"
 import { NotificationTooLarge } from "../Errors.js"
+import * as Auth from "./auth.js"
 import {
   allSpecs,
   dataSpecByTag,
@@ -19,13 +20,23 @@ import {
 import type { DataHandlers } from "./data.js"
 import { FrameReader, Kind } from "./frame.js"
 import { FramedSocket, writeBody, writeFailure } from "./framed.js"
-import type { Limits } from "./listener.js"
+import { type Limits, type Rejections, reject } from "./listener.js"
 import { destroyAll } from "./sockets.js"
 
 interface Client {
   readonly id: number
   readonly framed: FramedSocket
-  readonly reader: FrameReader
+  reader: FrameReader
+  /** `open` once served (at once without a secret); else the handshake's step. */
+  auth: "hello" | "proof" | "open"
+  /** Between `Hello` and `Proof`: the proof expected and the name claimed. */
+  claim: Auth.Pending | undefined
+  /** What every handler of this connection is given: the proven name (`x-tent-peer`), or nothing. */
+  headers: Headers.Headers
+  /** Reads on after a stop of the reader (backpressure), when the connection's budgets allow it. */
+  readonly wake: () => void
+  /** The socket was paused for backpressure (not by a freeze of the listener). */
+  stopped: boolean
   /** Requests handed to `RpcServer.makeNoSerialization` and not answered yet, by wire id. */
   readonly inflight: Map<number, RpcSpec>
   /** `Notify` handler fibers started directly (see {@link makeConnectionHandler}) and not finished yet, by wire id. */
@@ -44,6 +55,8 @@ interface DirectHandler {
 /** What a served connection needs besides the handlers in context. */
 export interface ServeConfig extends Limits {
   readonly data: DataHandlers
+  /** The listener's counters of refused connections. */
+  readonly rejected: Rejections
 }
 
 /** A connection handler and how to close what it serves. */
@@ -99,7 +112,7 @@ export const makeConnectionHandler = (
     const dispatch = (client: Client, id: number, handler: DirectHandler, payload: unknown): void => {
       let fiber: Fiber.RuntimeFiber<unknown, unknown>
       try {
-        const result = handler.handler(payload, { clientId: client.id, headers: Headers.empty }) as object
+        const result = handler.handler(payload, { clientId: client.id, headers: client.headers }) as object
         const wrapped = Rpc.isWrapper(result)
         let effect = (wrapped ? result.value : result) as Effect.Effect<unknown, unknown>
         if (Exit.isExit(effect)) {
@@ -147,13 +160,56 @@ export const makeConnectionHandler = (
           id: RpcMessage.RequestId(BigInt(id)),
           tag: spec.tag as ControlPlaneRpcs["_tag"],
           payload: payload as never,
-          headers: Headers.empty
+          headers: client.headers
         })
       )
     }
 
+    /** Refuses the connection before anything is served: counted, and thrown to close it with a `ProtocolError`. */
+    const refuse = (reason: Auth.RejectReason, text: string): never => {
+      reject(config.rejected, reason)
+      throw new Error(text)
+    }
+
+    /** A frame of a connection still proving itself: `Hello`, then `Proof`; anything else closes it, counted. */
+    const onAuthFrame = (client: Client, kind: number | undefined, buf: Buffer, body: number, end: number): void => {
+      const secret = config.secret as Uint8Array
+      if (client.auth === "hello") {
+        if (kind !== Auth.AuthKind.Hello) {
+          refuse(
+            "auth_required",
+            "authentication required: this server serves only peers holding its shared secret (set TENT_RPC_SECRET " +
+              "or rpc/auth_secret_file to the same secret on the caller)"
+          )
+        }
+        const answer = Auth.answerHello(secret, buf, body, end)
+        if (typeof answer === "string") refuse("auth_failed", `authentication failed: ${answer}`)
+        const { challenge, pending } = answer as Exclude<typeof answer, string>
+        client.claim = pending
+        client.auth = "proof"
+        const w = client.framed.writer
+        w.begin(Auth.AuthKind.Challenge, 0)
+        w.bytes(challenge)
+        w.end()
+        client.framed.flushSoon()
+        return
+      }
+      const claim = client.claim as Auth.Pending
+      if (kind !== Auth.AuthKind.Proof || !Auth.sameProof(claim.expect, buf, body, end)) {
+        client.claim = undefined
+        refuse("auth_failed", "authentication failed: the caller does not hold this server's shared secret")
+      }
+      client.auth = "open"
+      client.claim = undefined
+      if (claim.name !== "") client.headers = Headers.fromInput({ [Auth.PEER_HEADER]: claim.name })
+    }
+
     const onFrame = (client: Client, buf: Buffer, start: number, end: number): void => {
       const kind = buf[start]
+      if (client.auth !== "open") {
+        onAuthFrame(client, kind, buf, start + 5, end)
+        return
+      }
       const id = buf.readUInt32LE(start + 1)
       const body = start + 5
       switch (kind) {
@@ -187,8 +243,34 @@ export const makeConnectionHandler = (
           client.framed.socket.destroy()
           return
         }
+        case Auth.AuthKind.Hello:
+          throw new Error(
+            config.secret === undefined
+              ? "this server has no shared secret (TENT_RPC_SECRET / rpc/auth_secret_file): set the same one on both sides, or none"
+              : "a second Hello on an authenticated connection"
+          )
         default:
           throw new Error(`unexpected frame kind ${kind}`)
+      }
+    }
+
+    /** Whether the connection is over one of its budgets: requests in hand, or reply bytes its peer has not read. */
+    const blocked = (client: Client): boolean =>
+      client.inflight.size + client.fibers.size >= config.maxInflight ||
+      client.framed.writer.length + client.framed.socket.writableLength > config.maxUnreadReplyBytes
+
+    /** After the reader took bytes (or read on): a malformed stream closes; a stop pauses the socket. */
+    const afterRead = (client: Client, bad: string | undefined): void => {
+      const socket = client.framed.socket
+      if (bad !== undefined) {
+        socket.pause()
+        client.framed.protocolError(bad)
+      } else if (client.reader.held) {
+        client.stopped = true
+        socket.pause()
+      } else if (client.stopped) {
+        client.stopped = false
+        socket.resume()
       }
     }
 
@@ -197,20 +279,41 @@ export const makeConnectionHandler = (
       const client: Client = {
         id: nextClientId++,
         framed: new FramedSocket(socket),
-        reader: new FrameReader(maxFrame, (buf, start, end) => onFrame(client, buf, start, end)),
+        reader: undefined as unknown as FrameReader,
+        auth: config.secret === undefined ? "open" : "hello",
+        claim: undefined,
+        headers: Headers.empty,
+        stopped: false,
+        wake: () => {
+          if (!client.reader.held || socket.destroyed || socket.writableEnded || blocked(client)) return
+          afterRead(client, client.reader.resume())
+        },
         inflight: new Map(),
         fibers: new Map()
       }
+      client.reader = new FrameReader(
+        maxFrame,
+        (buf, start, end) => onFrame(client, buf, start, end),
+        () => blocked(client)
+      )
       clients.set(client.id, client)
+      if (client.auth !== "open") {
+        const timer = setTimeout(() => {
+          if (client.auth === "open" || socket.destroyed) return
+          reject(config.rejected, "auth_required")
+          socket.destroy()
+        }, Auth.AUTH_TIMEOUT_MS)
+        timer.unref()
+        socket.once("close", () => clearTimeout(timer))
+      }
       socket.on("data", (chunk: Buffer) => {
         if (socket.destroyed || socket.writableEnded) return
-        const bad = client.reader.push(chunk)
-        if (bad !== undefined) {
-          socket.pause()
-          client.framed.protocolError(bad)
-        }
+        afterRead(client, client.reader.push(chunk))
       })
+      socket.on("drain", client.wake)
       socket.on("close", () => {
+        // a caller that left after the challenge: it could not check the server's proof (another secret)
+        if (client.auth === "proof" && client.claim !== undefined) reject(config.rejected, "auth_failed")
         clients.delete(client.id)
         client.inflight.clear()
         interruptAll(client)
@@ -257,6 +360,8 @@ const writeExit = (client: Client, id: number, spec: RpcSpec, exit: Exit.Exit<un
   }
   w.end()
   client.framed.flushSoon()
+  // a reader stopped for requests in hand reads on once this reply leaves room (after the current read, if any)
+  if (client.reader.held) queueMicrotask(client.wake)
 }
 
 /**
