@@ -43,6 +43,12 @@ const defaultsBefore = {
   "rpc/max_notify_bytes": 16_777_216,
   "rpc/max_data_bytes": 16_777_216,
   "rpc/probe_timeout_ms": 2000, // RFC PR 4: the prober's Probe timeout
+  // hostile peers: bounds, and authentication off unless a secret is given (TENT has none)
+  "rpc/max_connections": 1024,
+  "rpc/max_inflight": 1024,
+  "rpc/max_unread_reply_bytes": 16 * 1024 * 1024,
+  "rpc/auth_secret_file": "",
+  "rpc/allow_cidrs": [],
   max_failover_attempts: 3,
   enable_auto_failover_on_poll: true,
   "transports/rdma/enable": true,

@@ -46,7 +46,7 @@ export interface RpcSettings {
   readonly maxConnections?: number | undefined
   /** `rpc/max_inflight`: requests of one connection being handled at once (absent → 1024). */
   readonly maxInflight?: number | undefined
-  /** `rpc/max_unread_reply_bytes`: reply bytes a connection may leave unread before it is read no more (64 MiB). */
+  /** `rpc/max_unread_reply_bytes`: reply bytes a connection may leave unread before it is read no more (16 MiB). */
   readonly maxUnreadReplyBytes?: number | undefined
 }
 
@@ -124,7 +124,7 @@ export const intKeys = {
   ),
   "rpc/max_unread_reply_bytes": bytes(
     "reply bytes a connection may leave unread; beyond it the connection is not read until its peer reads",
-    64 * 1024 * 1024
+    16 * 1024 * 1024
   )
 } as const satisfies Record<string, KeySpec>
 

@@ -128,7 +128,7 @@ export interface ListenerOptions {
   readonly maxConnections?: number | undefined
   /** Requests of one connection handled at once; beyond it the connection is read no more until one is answered. */
   readonly maxInflight?: number | undefined
-  /** Reply bytes a connection may leave unread before it is read no more. Default 64 MiB. */
+  /** Reply bytes a connection may leave unread before it is read no more. Default 16 MiB. */
   readonly maxUnreadReplyBytes?: number | undefined
 }
 

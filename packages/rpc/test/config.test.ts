@@ -34,7 +34,7 @@ describe("RpcConfig.keys: the rpc/* keys, declared once and read from the table"
       probe_timeout_ms: 2000,
       max_connections: 1024,
       max_inflight: 1024,
-      max_unread_reply_bytes: 64 * 1024 * 1024
+      max_unread_reply_bytes: 16 * 1024 * 1024
     })
     expect(RpcConfig.textKeys["rpc/auth_secret_file"].default).toBe("")
     expect(RpcConfig.textKeys["rpc/allow_cidrs"].default).toEqual([])

@@ -149,7 +149,7 @@ describe("RpcConfig", () => {
         probeTimeoutMs: 2000,
         maxConnections: 1024,
         maxInflight: 1024,
-        maxUnreadReplyBytes: 64 * 1024 * 1024,
+        maxUnreadReplyBytes: 16 * 1024 * 1024,
         secret: undefined,
         allowCidrs: []
       })

@@ -216,6 +216,14 @@ export class FrameWriter {
 
   /** The bytes written since the last take, as a buffer of their own. */
   take(): Buffer {
+    if (this.length > SHRINK_ABOVE) {
+      // a large batch (data replies): handed over as it is, not copied; the writer starts on a small buffer again
+      const whole = this.buf.subarray(0, this.length)
+      this.buf = Buffer.allocUnsafe(INITIAL)
+      this.length = 0
+      this.start = 0
+      return whole
+    }
     const out = Buffer.allocUnsafe(this.length)
     this.buf.copy(out, 0, 0, this.length)
     this.length = 0
