@@ -36,8 +36,8 @@ export interface RpcSettings {
   /** `rpc/probe_timeout_ms`: the prober's `Probe` calls (RFC PR 4; absent → 2000). */
   readonly probeTimeoutMs?: number | undefined
   /**
-   * The control plane's shared secret (`TENT_RPC_SECRET`, or the file `rpc/auth_secret_file` names); absent: no
-   * authentication, as TENT. Never printed.
+   * The control plane's shared secret (`TENT_RPC_SECRET` in the config or the process's environment, or the file
+   * `rpc/auth_secret_file` names); absent: no authentication, as TENT. Never printed.
    */
   readonly secret?: Redacted.Redacted<string> | undefined
   /** `rpc/allow_cidrs`: the addresses a connection may come from; absent or empty: any. */
@@ -222,7 +222,11 @@ const resolveAuth = (raw: {
   } catch (e) {
     return Either.left(ConfigError.InvalidData(["rpc", "allow_cidrs"], (e as Error).message))
   }
-  let secret = Option.getOrUndefined(raw.secret)
+  // the config's own TENT_RPC_SECRET, else the process's (as the Redis password is read)
+  const envSecret = process.env.TENT_RPC_SECRET
+  let secret = Option.getOrElse(raw.secret, () =>
+    envSecret === undefined || envSecret === "" ? undefined : Redacted.make(envSecret)
+  )
   let from = "TENT_RPC_SECRET"
   if (secret === undefined && raw.file !== "") {
     from = "rpc/auth_secret_file"

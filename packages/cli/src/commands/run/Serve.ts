@@ -4,8 +4,8 @@
  * @since 0.1.0
  */
 import { createHash } from "node:crypto"
-import { MetricsConfig, MetricsExport } from "@tent/core"
-import { notificationText } from "@tent/rpc"
+import { EngineConfig, MetricsConfig, MetricsExport } from "@tent/core"
+import { notificationText, RpcConfig } from "@tent/rpc"
 import { Console, Effect, Layer, Option, Stream } from "effect"
 import { configSource, makeEngine } from "../../Node.js"
 import type { ServeOptions } from "../../Options.js"
@@ -25,6 +25,21 @@ const metricsSettings = (o: ServeOptions) =>
     })
   )
 
+/** The start line's word on the control plane's authentication: said loudly when there is none. */
+const authLine = (o: ServeOptions) =>
+  Effect.map(
+    Effect.flatMap(EngineConfig.provider(configSource(o)), (p) => Effect.withConfigProvider(RpcConfig.config, p)),
+    (rpc) =>
+      rpc.secret === undefined
+        ? {
+            auth: false,
+            text:
+              "WARNING: the control plane is UNAUTHENTICATED (as TENT's): whoever reaches this port can read and write " +
+              "the segment; set TENT_RPC_SECRET or rpc/auth_secret_file on every engine (see SECURITY.md)"
+          }
+        : { auth: true, text: "control plane authenticated (shared secret)" }
+  )
+
 export const run = (o: ServeOptions) =>
   Effect.scoped(
     Effect.gen(function* () {
@@ -32,6 +47,7 @@ export const run = (o: ServeOptions) =>
       // The export first: a port it cannot bind stops the command before any node starts.
       const metrics = yield* metricsSettings(o)
       yield* Layer.build(MetricsExport.layer(metrics))
+      const auth = yield* authLine(o)
       const engine = yield* makeEngine(o)
       const segment = yield* engine.registerSegment(Buffer.alloc(o.segmentSize))
       const exported = metrics.enabled ? MetricsExport.url(metrics) : undefined
@@ -40,12 +56,13 @@ export const run = (o: ServeOptions) =>
         address: engine.address,
         addr: segment.addr,
         size: segment.length,
-        ...(exported === undefined ? {} : { metrics: exported })
+        ...(exported === undefined ? {} : { metrics: exported }),
+        auth: auth.auth
       }
       yield* Console.log(
         o.json
           ? JSON.stringify({ event: "listening", ...ready })
-          : `listening on ${engine.address}: segment ${engine.segmentName}, ${segment.length} bytes at ${segment.addr}${exported === undefined ? "" : `, metrics at ${exported}`} (Ctrl-C stops)`
+          : `listening on ${engine.address}: segment ${engine.segmentName}, ${segment.length} bytes at ${segment.addr}${exported === undefined ? "" : `, metrics at ${exported}`} (Ctrl-C stops)\n${auth.text}`
       )
       yield* Stream.runForEach(engine.notifications, (n) =>
         Effect.suspend(() => {
