@@ -80,6 +80,13 @@ export interface DedupShape {
    * without it the policy reads its own.
    */
   readonly admit: (sender: string, stamp: Stamp | undefined, now?: number) => boolean
+  /**
+   * Whether the sender segment `sender.slice(0, end)` may use the stamp's `session`, binding the session to the first
+   * one that does (a NIC path's segment is its part before the last `@`: `end` there). The delivery point asks it
+   * before {@link admit}, only for senders whose segment it knows; false: refused, the window untouched. Absent
+   * (legacy): sessions are not bound. Since 0.3.0.
+   */
+  readonly claim?: ((session: bigint, sender: string, end: number, now?: number) => boolean) | undefined
   /** The largest `name.length + msg.length` one frame carries. */
   readonly maxPayload: number
   /** This engine's sender session, when it stamps (delivery receipts number their seqs within it). */
@@ -131,7 +138,8 @@ const newSession = (): bigint => {
  * TENT's raw frame, byte for byte the old traffic. A received payload that starts with the frame's magic is decoded
  * by the C++ decoder's rules, anything else as a raw frame (a raw frame cannot start with the magic: it would declare
  * a 1.1 GB name). Admission: unstamped notifications pass; stamped ones pass a per-sender-session anti-replay window
- * (high-water mark + 4096 bits), one for every transport, so a copy is dropped whichever transport carried it.
+ * (high-water mark + 4096 bits), one for every transport, so a copy is dropped whichever transport carried it. Each
+ * session is bound to the first sender segment that uses it (`claim`), whichever transport carried it.
  *
  * @since 0.1.0
  */
@@ -169,6 +177,7 @@ export const makeSeries = (options: SessionTableOptions = {}): DedupShape => {
       return NotifyFrame.decode(buf, offset, len, out)
     },
     admit: (_sender, stamp, now) => table.admitStamp(stamp, now),
+    claim: (session, sender, end, now) => table.claim(session, sender, end, now),
     // A slot holds a typed frame's header too; the smaller bound holds for raw and typed peers alike.
     maxPayload: CtrlFrame.MAX_PAYLOAD,
     counters: table.counters,

@@ -18,6 +18,7 @@
 import { Metrics as Health } from "@tent/health"
 import { NotifyWire, Metrics as Rpc } from "@tent/rpc"
 import * as CtrlFrame from "./CtrlFrame.js"
+import * as Guards from "./internal/GuardMetrics.js"
 
 /**
  * One metric as the README's table documents it.
@@ -91,7 +92,7 @@ export const fallbacks = Rpc.counter(
  * @since 0.1.0 */
 export const resends = Rpc.counter(
   "tent_resends_total",
-  "pending notifications of a retired or disabled notify channel: resent (transport rdma, tcp or rpc; outcome sent), lost (none, failed), or never resent because unstamped (none, not_resendable)",
+  "pending notifications of a retired/disabled notify channel: resent (transport rdma, tcp, rpc; outcome sent), lost (none, failed), unstamped (none, not_resendable)",
   ["transport", "outcome"],
   { peer: true }
 )
@@ -444,6 +445,15 @@ export const receiptLatency = receiptSeconds.child()
  * @since 0.2.0 */
 export const ackSent = acksSent.child()
 
+export {
+  /** `Bootstrap`s a guard refused (identity, endpoint bounds), no endpoint touched, by reason.
+   * @since 0.3.0 */
+  bootstrapsRefused,
+  /** Received notifications a guard did not admit (a session bound elsewhere, full queues), by reason.
+   * @since 0.3.0 */
+  notificationsRefused
+} from "./internal/GuardMetrics.js"
+
 /** This package's metrics.
  * @since 0.1.0 */
 export const catalog: ReadonlyArray<CatalogEntry> = [
@@ -469,7 +479,9 @@ export const catalog: ReadonlyArray<CatalogEntry> = [
   handlerErrors.entry,
   notificationsUndelivered.entry,
   receiptSeconds.entry,
-  acksSent.entry
+  acksSent.entry,
+  Guards.bootstrapsRefused.entry,
+  Guards.notificationsRefused.entry
 ]
 
 /** Every metric of tent: core's, then `@tent/health`'s, then `@tent/rpc`'s.

@@ -101,7 +101,11 @@ const defaultsBefore = {
   "transports/rdma/notify/slot_bytes": 65_536,
   "transports/rdma/notify/initial_recv_slots": 1,
   "transports/rdma/notify/transfer_bound": "notify_qp",
-  "transports/rdma/notify/imm_recvs": 64
+  "transports/rdma/notify/imm_recvs": 64,
+  // Added since: the bounds on what peers can make an engine hold (accepted endpoints, queued notifications).
+  "transports/rdma/max_endpoints_per_peer": 256,
+  "transports/rdma/max_accepted_bytes": -1,
+  "notification/max_queued_bytes": 67_108_864
 }
 
 /** The key tables, by the package that declares (and reads) them. */

@@ -8,13 +8,21 @@
  * (a duplicate) reaches neither. A failure notice (a batch that ended FAILED, `Notification.failure` set) passes the
  * same way and keeps its `failure` key, so every consumer tells it from a success.
  *
+ * Two guards against hostile peers run first, before anything moves: the queues hold at most
+ * `notification/max_queued_bytes` of names and messages (a notification that does not fit is not admitted: see
+ * {@link Delivery.deliver}), and a stamp's session must belong to its sender's segment (`Dedup.claim`).
+ *
  * Plain synchronous code, called where the completion or the request is handled.
  */
 import type { Notification } from "@tent/rpc"
 import { Cause, Channel, Chunk, Context, Effect, Layer, Runtime, Stream } from "effect"
+import type { ConfigError } from "effect/ConfigError"
 import { type DecodedFrame, Dedup, type DedupShape, type Stamp } from "../Dedup.js"
 import * as Metrics from "../Metrics.js"
 import type { QueueKind } from "../NotificationRouting.js"
+import { engineKeys } from "./config/engineKeys.js"
+import { maxQueuedBytesConfig } from "./config/guards.js"
+import { inboxFull } from "./GuardMetrics.js"
 import { EngineReceipts, Ledger } from "./Ledger.js"
 
 type Resume = (effect: Effect.Effect<void>) => void
@@ -87,12 +95,15 @@ export class Signal {
   }
 }
 
-/** Received notifications of one transport (TENT `notify_list_` under `notify_mutex_`). */
+/** Received notifications of one transport (TENT `notify_list_` under `notify_mutex_`), and their bytes. */
 export class Inbox {
   private list: Array<Notification> = []
+  /** `name.length + msg.length` of everything queued. */
+  bytes = 0
 
   push(n: Notification): void {
     this.list.push(n)
+    this.bytes += n.name.length + n.msg.length
   }
 
   /** Takes everything queued (TENT `receiveNotification`); the returned array is the caller's. */
@@ -100,6 +111,7 @@ export class Inbox {
     if (this.list.length === 0) return []
     const out = this.list
     this.list = []
+    this.bytes = 0
     return out
   }
 
@@ -122,7 +134,42 @@ interface Subscription {
 export interface DeliveryCounters {
   /** Calls of a subscriber's handler that threw (each caught, logged, and the next subscriber called). */
   handlerErrors: number
+  /** Notifications not admitted because the queues held `notification/max_queued_bytes` (since 0.3.0). */
+  inboxFull: number
 }
+
+/**
+ * Why the delivery point refused the last notification ({@link Delivery.lastReason}) when it was not a duplicate: the
+ * refusals for which no receipt is owed (the notify poller sends no `CTRL_ACK`) and the control plane answers a
+ * `Notify` with `NotificationRefused`.
+ */
+export const Refusal = {
+  /** Not refused (admitted, or dropped as a duplicate). */
+  None: 0,
+  /** Stamped for another incarnation of this engine. */
+  StaleIncarnation: 1,
+  /** Stamped with a session bound to another sender segment (`Dedup.claim`). */
+  ForeignSession: 2,
+  /** The queues hold `notification/max_queued_bytes`: the sender may send it again later. */
+  InboxFull: 3
+} as const
+/** A {@link Refusal}. */
+export type Refusal = (typeof Refusal)[keyof typeof Refusal]
+
+/** The end of a sender's segment in its name: a NIC path's last `@`, else the whole name; -1: an unknown sender. */
+const segmentEnd = (sender: string, nicPath: boolean): number => {
+  if (nicPath) {
+    const at = sender.lastIndexOf("@")
+    return at > 0 ? at : sender.length
+  }
+  return sender.startsWith(UNKNOWN_SENDER) ? -1 : sender.length
+}
+
+/**
+ * How the control plane names a `Notify`'s sender whose segment it does not know (`rpc#<clientId>`: a connection
+ * that did not authenticate).
+ */
+export const UNKNOWN_SENDER = "rpc#"
 
 /** The delivery point. */
 export class Delivery {
@@ -131,47 +178,89 @@ export class Delivery {
   /** One queue per transport. */
   readonly queues: Readonly<Record<QueueKind, Inbox>> = { rdma: new Inbox(), tcp: new Inbox() }
   /** Live counters. */
-  readonly counters: DeliveryCounters = { handlerErrors: 0 }
+  readonly counters: DeliveryCounters = { handlerErrors: 0, inboxFull: 0 }
   /** Replaced, never mutated, on (un)subscribe: a handler may (un)subscribe while a notification is being handed out. */
   private subscriptions: ReadonlyArray<Subscription> = []
   /** Whether one of `subscriptions` consumes (then an admitted notification is not queued); set with the list. */
   private consumed = false
 
   /**
-   * Whether the last notification refused was refused for its incarnation (stamped for another incarnation of this
-   * engine: the control plane answers `NotificationRefused`), not as a duplicate.
+   * Whether the last notification was refused, not admitted nor dropped as a duplicate ({@link lastReason} says why):
+   * no receipt is owed for it, and the control plane answers its `Notify` with `NotificationRefused`.
    */
   lastRefused = false
+  /** Why the last notification was refused ({@link Refusal.None} when it was not). */
+  lastReason: Refusal = Refusal.None
 
   /**
    * `onHandlerError` reports a handler's throw (the engine logs it); it must not throw itself. `receipts`: the
    * engine's receipts, whose ack table admission records into and whose incarnation it checks (absent: none).
+   * `maxQueuedBytes`: `notification/max_queued_bytes`.
    */
   constructor(
     private readonly dedup: DedupShape,
     private readonly onHandlerError: (error: unknown) => void = () => {},
-    private readonly receipts?: Ledger | undefined
+    private readonly receipts?: Ledger | undefined,
+    readonly maxQueuedBytes: number = engineKeys["notification/max_queued_bytes"].default as number
   ) {}
 
+  /** Bytes (`name.length + msg.length`) the queues hold now. */
+  get queuedBytes(): number {
+    return this.queues.rdma.bytes + this.queues.tcp.bytes
+  }
+
   /**
-   * Admission: an epoch for another incarnation of this engine is refused; a stamp for this one is a duplicate if the
-   * ack table has it (even when the dedup window forgot the session), else it passes the `Dedup` seam and is recorded.
-   * `epoch`: the ledger's judgement of the stamp's epoch (`Ledger.NO_EPOCH`, `THIS`, `OTHER`).
+   * Whether a notification of `size` bytes finds no room in the queues: they hold `notification/max_queued_bytes`
+   * already with it (one larger than the bound is taken into empty queues, so it is not refused forever). A consuming
+   * subscriber queues nothing: never full then.
+   */
+  private full(size: number): boolean {
+    if (this.consumed) return false
+    const queued = this.queuedBytes
+    if (queued === 0 || queued + size <= this.maxQueuedBytes) return false
+    this.counters.inboxFull++
+    inboxFull.update(1)
+    return this.refuse(Refusal.InboxFull)
+  }
+
+  /** Records a refusal (see {@link lastRefused}); true, for {@link full}. */
+  private refuse(reason: Refusal): true {
+    this.lastRefused = true
+    this.lastReason = reason
+    return true
+  }
+
+  /**
+   * Admission: an epoch for another incarnation of this engine is refused; a stamp whose session is bound to another
+   * sender segment is refused (`Dedup.claim`; `end`: where `sender`'s segment ends, -1 for a sender whose segment is not
+   * known); a stamp for this incarnation is a duplicate if the ack table has it (even when the dedup window forgot the
+   * session), else it passes the `Dedup` seam and is recorded. `epoch`: the ledger's judgement of the stamp's epoch
+   * (`Ledger.NO_EPOCH`, `THIS`, `OTHER`).
+   *
+   * A sender whose segment is not known (`rpc#<clientId>`: a control-plane connection that did not authenticate) is
+   * admitted as before the binding, neither checked nor binding, even on a session bound to a segment. Such senders
+   * exist only while the control plane is unauthenticated (with a secret set every connection proves a name, TENT's
+   * wire included: it is refused), and then any peer can bootstrap under another's NIC paths and send as it over RDMA,
+   * so a check here would stop no one; refusing them, or admitting them without recording, would break the RFC's
+   * fallback, whose control-plane copies of a session's notifications come from such a sender while its RDMA copies
+   * bound the session (a copy not recorded is delivered twice when the other copy is polled after it).
    */
   private admit(
     sender: string,
+    end: number,
     stamp: { readonly session: bigint; readonly seq: bigint } | undefined,
     epoch: number,
     now?: number,
     held = false
   ): boolean {
     const r = this.receipts
+    if (epoch === Ledger.OTHER && r !== undefined && stamp !== undefined) return !this.refuse(Refusal.StaleIncarnation)
+    const claim = this.dedup.claim
+    if (stamp !== undefined && end > 0 && claim !== undefined && !claim(stamp.session, sender, end, now)) {
+      return !this.refuse(Refusal.ForeignSession)
+    }
     if (r === undefined || stamp === undefined || epoch === Ledger.NO_EPOCH) {
       return this.dedup.admit(sender, stamp, now)
-    }
-    if (epoch === Ledger.OTHER) {
-      this.lastRefused = true
-      return false
     }
     if (r.delivered(stamp.session, stamp.seq)) {
       this.dedup.admit(sender, stamp, now) // counted as the window counts a duplicate
@@ -227,33 +316,45 @@ export class Delivery {
     }
   }
 
-  /** A notification carried by `via`, from `sender`; false when admission refused it (a duplicate). */
-  deliver(via: QueueKind, sender: string, n: Notification, stamp?: Stamp | undefined): boolean {
+  /**
+   * A notification carried by `via`, from `sender` (a NIC path when `nicPath`, else a segment name or an unknown
+   * sender); false when it was not admitted: a duplicate, or refused ({@link lastRefused}). One that finds the queues
+   * full is refused before anything moves — its stamp's window, the ack table, the session's binding — so the copy
+   * its sender sends again later (a receipted one: no receipt was owed) is admitted then.
+   */
+  deliver(via: QueueKind, sender: string, n: Notification, stamp?: Stamp | undefined, nicPath = false): boolean {
     this.lastRefused = false
+    this.lastReason = Refusal.None
+    if (this.full(n.name.length + n.msg.length)) return false
     const r = this.receipts
     const epoch = r?.enabled === true ? r.epochState(stamp?.epoch) : Ledger.NO_EPOCH
-    if (!this.admit(sender, stamp, epoch)) return false
+    if (!this.admit(sender, segmentEnd(sender, nicPath), stamp, epoch)) return false
     if (this.subscriptions.length > 0) this.dispatch(n)
     this.queue(via, n)
     return true
   }
 
-  /** A control-plane `Notify` from the caller `sender`, with the stamp its request carried (queued as TCP's). */
+  /**
+   * A control-plane `Notify` from the caller `sender` — its segment name when the connection proved it, else
+   * `rpc#<clientId>` ({@link UNKNOWN_SENDER}) — with the stamp its request carried (queued as TCP's).
+   */
   fromNotify(sender: string, n: Notification): boolean {
     return this.deliver("tcp", sender, n, n.stamp)
   }
 
   /**
-   * A decoded frame in `buf` (copied out here, before its slot is reposted); false when refused. `now`: the clock read
-   * once for the poller's pass (see `Dedup.admit`).
+   * A decoded frame in `buf` (copied out here, before its slot is reposted) from the NIC path `sender`; false when
+   * not admitted (see {@link deliver}). `now`: the clock read once for the poller's pass (see `Dedup.admit`).
    */
   fromFrame(via: QueueKind, sender: string, buf: Buffer, frame: DecodedFrame, now?: number, held = false): boolean {
     // The frame is its own stamp (`session`, `seq`): no object per notification.
     this.lastRefused = false
+    this.lastReason = Refusal.None
+    if (this.full(frame.nameEnd - frame.nameStart + (frame.msgEnd - frame.msgStart))) return false
     const r = this.receipts
     const epoch =
       frame.stamped && r?.enabled === true ? r.epochStateWords(frame.epochLo, frame.epochHi) : Ledger.NO_EPOCH
-    if (!this.admit(sender, frame.stamped ? frame : undefined, epoch, now, held)) {
+    if (!this.admit(sender, segmentEnd(sender, true), frame.stamped ? frame : undefined, epoch, now, held)) {
       return false
     }
     const name = new Uint8Array(buf.subarray(frame.nameStart, frame.nameEnd))
@@ -314,12 +415,14 @@ export const stream = (delivery: Delivery, order: ReadonlyArray<QueueKind>): Str
 export class EngineDelivery extends Context.Tag("@tent/core/internal/Delivery")<EngineDelivery, Delivery>() {}
 
 /**
- * The delivery point, admitting through the `Dedup` seam; a subscriber's throw is logged (a warning with the throw as
+ * The delivery point, admitting through the `Dedup` seam, its queues bounded by `notification/max_queued_bytes`; a
+ * subscriber's throw is logged (a warning with the throw as
  * its cause) with the logger of the fiber that built the engine.
  */
-export const layer: Layer.Layer<EngineDelivery, never, Dedup | EngineReceipts> = Layer.effect(
+export const layer: Layer.Layer<EngineDelivery, ConfigError, Dedup | EngineReceipts> = Layer.effect(
   EngineDelivery,
   Effect.gen(function* () {
+    const maxQueuedBytes = yield* maxQueuedBytesConfig
     const dedup = yield* Dedup
     const receipts = yield* EngineReceipts
     const runtime = yield* Effect.runtime<never>()
@@ -331,6 +434,6 @@ export const layer: Layer.Layer<EngineDelivery, never, Dedup | EngineReceipts> =
           Cause.die(error)
         )
       )
-    return new Delivery(dedup, log, receipts)
+    return new Delivery(dedup, log, receipts, maxQueuedBytes)
   })
 )

@@ -7,17 +7,36 @@
  * the notify poller hands one over at `notify_proto` 3; only peers that advertised 3 are sent one. Built
  * from services, after the transports: the listener was bound before them and holds early connections until
  * `Server.serve` attaches these.
+ *
+ * On an authenticated connection every request carries the peer's proven segment name ({@link PEER_HEADER}): a
+ * `Bootstrap` must then name a NIC path of that segment (the acceptor's identity guard), and a `Notify`'s sender is
+ * that segment, to which its stamp's session must belong; without it (no secret set) a `Notify`'s sender is
+ * `rpc#<clientId>`, whose segment is not known.
  */
+
+import type { Headers } from "@effect/platform"
 import type { Notification } from "@tent/rpc"
 import { BootstrapRejected, ControlPlane, type ControlPlaneHandlers, NotificationRefused } from "@tent/rpc"
 import { Effect, type Layer } from "effect"
 import * as Metrics from "../Metrics.js"
 import { NotificationRouting } from "../NotificationRouting.js"
-import { EngineDelivery } from "./Delivery.js"
+import { EngineDelivery, Refusal, UNKNOWN_SENDER } from "./Delivery.js"
 import { EngineReceipts } from "./Ledger.js"
 import { RdmaTransport } from "./rdma/RdmaTransport.js"
 import { LocalDescriptor } from "./SegmentPublisher.js"
 import { TcpTransport } from "./TcpTransport.js"
+
+/**
+ * The header an authenticated control-plane connection's requests carry: the peer's segment name as it proved it.
+ * (`@tent/rpc` exports it as `PEER_HEADER`; the literal stands here until that is released.)
+ */
+export const PEER_HEADER = "x-tent-peer"
+
+/** The proven segment name in `headers`, if the connection authenticated. */
+export const peerOf = (headers: Headers.Headers): string | undefined => {
+  const peer = headers[PEER_HEADER]
+  return peer === undefined || peer === "" ? undefined : peer
+}
 
 /** The handlers as a Layer built from the engine's services. */
 export const make: Effect.Effect<
@@ -31,12 +50,20 @@ export const make: Effect.Effect<
   const routing = yield* NotificationRouting
   const segmentDesc = yield* LocalDescriptor
   const receipts = yield* EngineReceipts
-  // A `Notify` stamped for another incarnation of this engine is answered with a refusal, never delivered.
-  const refused = () =>
+  // A `Notify` the delivery point refused is answered with a refusal, never delivered: stamped for another incarnation
+  // of this engine; or, carrying this incarnation (so the sender's ledger keeps it for a later try: not a restart),
+  // with full queues or with a session bound to another segment. (Those two take reasons of their own once
+  // `NotificationRefused` has them.)
+  const refused = (reason: Refusal) =>
     new NotificationRefused({
       reason: "StaleIncarnation",
       incarnation: String(receipts.incarnation),
-      message: `stamped for another incarnation of this engine (this one is ${receipts.incarnation}): not delivered`
+      message:
+        reason === Refusal.InboxFull
+          ? `INBOX_FULL: this engine's queues hold notification/max_queued_bytes (${delivery.maxQueuedBytes}) that no consumer took yet: not delivered, send it again later`
+          : reason === Refusal.ForeignSession
+            ? "FOREIGN_SESSION: its stamp's session is bound to another sender segment here: not delivered"
+            : `stamped for another incarnation of this engine (this one is ${receipts.incarnation}): not delivered`
     })
 
   const onNotify: ((n: Notification, from: string) => void) | undefined =
@@ -50,15 +77,15 @@ export const make: Effect.Effect<
         : undefined
 
   return ControlPlane.toLayer({
-    Bootstrap: (desc) =>
+    Bootstrap: (desc, { headers }) =>
       rdma === undefined
         ? Effect.fail(new BootstrapRejected({ message: "NOT_READY: transport not initialized" }))
-        : rdma.onBootstrap(desc),
-    Notify: (n, { clientId }) =>
+        : rdma.onBootstrap(desc, peerOf(headers)),
+    Notify: (n, { clientId, headers }) =>
       Effect.suspend(() => {
         delivery.lastRefused = false
-        onNotify?.(n, `rpc#${clientId}`)
-        return delivery.lastRefused ? Effect.fail(refused()) : Effect.void
+        onNotify?.(n, peerOf(headers) ?? `${UNKNOWN_SENDER}${clientId}`)
+        return delivery.lastRefused ? Effect.fail(refused(delivery.lastReason)) : Effect.void
       }),
     GetSegmentDesc: () => Effect.sync(segmentDesc),
     Probe: () => Effect.void

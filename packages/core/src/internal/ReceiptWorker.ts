@@ -3,7 +3,8 @@
  * `Undelivered{Timeout}` and, per destination, sends again over the control plane's `Notify` every entry that has not
  * been sent yet (accepted while the notify QP could not take it) or has waited `notification/receipt_resend_ms`
  * without a receipt — with its first stamp, so the receiver's admission delivers it at most once. A `Notify` reply is
- * the receipt; a refusal for a stale incarnation ends the old incarnation's entries as `PeerRestarted`; a peer that
+ * the receipt; a refusal for a stale incarnation ends the old incarnation's entries as `PeerRestarted` (a refusal
+ * from the incarnation it was stamped for — full queues — leaves it for the next tick); a peer that
  * does not answer (the `PeerHealth` seam then fails calls at once) keeps every entry for the next tick, until its
  * deadline. One destination's sends run in one fiber at a time; destinations do not wait for each other.
  */
@@ -54,7 +55,10 @@ export const start: Effect.Effect<
         }
         const err = r.left
         if (err._tag === "NotificationRefused") {
-          ledger.onIncarnation(d.segment, parseIncarnation(err.incarnation))
+          const incarnation = parseIncarnation(err.incarnation)
+          // Refused by the incarnation it was stamped for (its queues full, say): not a restart; the next tick retries.
+          if (incarnation !== 0n && incarnation === e.epoch) return
+          ledger.onIncarnation(d.segment, incarnation)
           if (!e.done) ledger.fail(d, e, "PeerRestarted", err.message)
           continue
         }

@@ -15,6 +15,7 @@
  */
 import { engineKeys } from "../EngineConfig.js"
 import * as Metrics from "../Metrics.js"
+import { foreignSession } from "./GuardMetrics.js"
 
 /** Seqs a window remembers below and including its high-water mark (4096 bits, 512 bytes). */
 export const WINDOW_SIZE = 4096
@@ -182,6 +183,8 @@ export class DedupCounters {
   expired = 0
   /** Notifications without a stamp, all delivered. */
   unstamped = 0
+  /** Stamped notifications refused: their session is bound to another sender segment ({@link SessionTable.claim}). */
+  foreign = 0
 }
 
 /** Windows per bitmap array (16 KiB each): a new array only every this many new sessions. */
@@ -229,6 +232,8 @@ export class SessionTable {
   private readonly bigs = new Map<number, bigint>()
   /** When each session last admitted a seq, in the table's clock (ms). */
   private lastSeen = new Float64Array(0)
+  /** The sender segment each session is bound to ("": none yet; see {@link claim}). */
+  private owners: Array<string> = []
   /** Recency list links; `next` also links the free slots. */
   private prev = new Int32Array(0)
   private next = new Int32Array(0)
@@ -266,16 +271,7 @@ export class SessionTable {
    * read costs more than the rest of the call on some hosts).
    */
   admit(session: bigint, seq: bigint, now: number = this.clock()): boolean {
-    let slot = session === this.mruSession ? this.mru : this.find(session)
-    if (slot === NONE || now - (this.lastSeen[slot] as number) > this.sessionTtlMs) {
-      slot = this.open(session, slot, now)
-    } else if (slot !== this.mru) {
-      this.unlink(slot)
-      this.append(slot)
-      this.mru = slot
-      this.mruSession = session
-    }
-    this.lastSeen[slot] = now
+    const slot = this.touch(session, now)
     const bits = this.chunks[slot >>> 5] as Uint32Array
     const verdict = admitAt(bits, (slot & (WINDOWS_PER_CHUNK - 1)) * WINDOW_WORDS, this.hwms, this.bigs, slot, seq)
     if (verdict === Verdict.Accepted) {
@@ -290,6 +286,48 @@ export class SessionTable {
       Metrics.tooOld.update(1)
     }
     return false
+  }
+
+  /**
+   * Whether the sender segment `sender.slice(0, end)` may use `session` (true), binding the session to it on first
+   * use: a session is one engine's (its random id, new each start), so a stamp with a session bound to another segment
+   * is forged or misrouted, and is refused (false, counted) before it can move the window. `sender` is a NIC path
+   * (`end` at its last `@`) or a segment name (`end` its length); the compare allocates nothing. The binding lives
+   * exactly as long as the session's window: forgotten with it (idle past the TTL, evicted), then the next sender to
+   * use the session binds it again. Marks the session used, as {@link admit} does.
+   */
+  claim(session: bigint, sender: string, end: number, now: number = this.clock()): boolean {
+    const slot = this.touch(session, now)
+    const owner = this.owners[slot] as string
+    if (owner.length === end && sender.startsWith(owner) && end > 0) return true
+    if (owner === "" && end > 0) {
+      this.owners[slot] = end === sender.length ? sender : sender.slice(0, end)
+      return true
+    }
+    this.counters.foreign++
+    foreignSession.update(1)
+    return false
+  }
+
+  /** The sender segment `session` is bound to ("": none), if it has a window. */
+  ownerOf(session: bigint): string | undefined {
+    const slot = this.find(session)
+    return slot === NONE ? undefined : this.owners[slot]
+  }
+
+  /** The slot of `session`, opened if it has none (or its window expired), made most recently used at `now`. */
+  private touch(session: bigint, now: number): number {
+    let slot = session === this.mruSession ? this.mru : this.find(session)
+    if (slot === NONE || now - (this.lastSeen[slot] as number) > this.sessionTtlMs) {
+      slot = this.open(session, slot, now)
+    } else if (slot !== this.mru) {
+      this.unlink(slot)
+      this.append(slot)
+      this.mru = slot
+      this.mruSession = session
+    }
+    this.lastSeen[slot] = now
+    return slot
   }
 
   /** An unstamped notification: always delivered, counted. */
@@ -347,6 +385,7 @@ export class SessionTable {
     SPLIT[0] = session
     this.keyLo[slot] = HALVES[0] as number
     this.keyHi[slot] = HALVES[1] as number
+    this.owners[slot] = ""
     this.link(slot)
     this.append(slot)
     this.size++
@@ -442,6 +481,7 @@ export class SessionTable {
     this.keyHi = u32(this.keyHi)
     this.hwms = f64(this.hwms)
     this.lastSeen = f64(this.lastSeen)
+    for (let i = this.owners.length; i < n; i++) this.owners.push("")
     this.prev = i32(this.prev)
     this.next = i32(this.next)
     this.chain = i32(this.chain)

@@ -92,6 +92,16 @@ export const engineKeys = {
   "transports/rdma/endpoint/max_sge": int(4, "scatter/gather entries per data WR", range(1, 16)),
   "transports/rdma/endpoint/max_inline_bytes": int(64, "inline data bytes per data WR", nonNegative),
   "transports/rdma/endpoint/endpoint_store_cap": int(65536, "endpoints per device before eviction", positive),
+  "transports/rdma/max_endpoints_per_peer": int(
+    256,
+    "endpoints one peer segment may have this engine accept (its NIC pairs with this engine's); a Bootstrap beyond it is refused RESOURCE_EXHAUSTED, no endpoint evicted",
+    positive
+  ),
+  "transports/rdma/max_accepted_bytes": int(
+    -1,
+    "memory all peers together may have this engine hold for the endpoints it accepts, each counted at its notify slots' full size each way; a Bootstrap beyond it is refused RESOURCE_EXHAUSTED, no endpoint evicted; -1 = half the host's memory",
+    { check: (n) => n === -1 || n > 0, message: "must be > 0, or -1 (half the host's memory)" }
+  ),
   "transports/rdma/notify/lazy_slots": {
     kind: "bool",
     default: false,
@@ -160,6 +170,11 @@ export const engineKeys = {
   "notification/dedup_session_ttl_ms": int(
     600_000,
     "RFC PR 6: a sender session idle this long (ms) is forgotten by the dedup window",
+    positive
+  ),
+  "notification/max_queued_bytes": int(
+    64 * 1024 * 1024,
+    "bytes (name + msg) of received notifications queued for the consumers; beyond it a notification is not admitted: a receipted one is resent by its sender, a Notify refused, an unstamped RDMA one dropped (all counted)",
     positive
   ),
   "notification/receipts": {

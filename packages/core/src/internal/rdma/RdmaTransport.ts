@@ -18,11 +18,13 @@ import { NotifyQpParams } from "../../NotifyQpParams.js"
 import { PeerHealthPolicy } from "../../PeerHealth.js"
 import { QpRetirement } from "../../QpRetirement.js"
 import { Resend } from "../../Resend.js"
+import { endpointBoundsConfig } from "../config/guards.js"
 import { EngineDelivery } from "../Delivery.js"
 import { HELD_TTL_MS } from "../HeldRecord.js"
 import { EngineReceipts } from "../Ledger.js"
 import { LEDGER_FULL, NO_SLOT, NOTIFY_SLOT_BYTES, TOO_LARGE } from "../NotifyChannel.js"
 import { EngineAgent, EngineIdentity, ResendQueue } from "../Services.js"
+import { BootstrapGuard } from "./BootstrapGuard.js"
 import { Markers, onImmRecv, TransferMarks } from "./Immediates.js"
 import { nicPath, parseNicPath, rdmaServerName } from "./NicPath.js"
 import * as NotifyPoller from "./NotifyPoller.js"
@@ -91,8 +93,13 @@ export interface RdmaTransportShape {
     n: Notification,
     stamp: Stamp | undefined
   ) => Effect.Effect<void, RdmaNotifyError>
-  /** The control-plane `Bootstrap` handler (TENT `onSetupRdmaConnections`). */
-  readonly onBootstrap: (desc: BootstrapDesc) => Effect.Effect<BootstrapDesc, BootstrapRejected>
+  /**
+   * The control-plane `Bootstrap` handler (TENT `onSetupRdmaConnections`), from a connection authenticated as the
+   * segment `peer` (undefined: not authenticated), through the acceptor's guards ({@link BootstrapGuard}).
+   */
+  readonly onBootstrap: (desc: BootstrapDesc, peer?: string) => Effect.Effect<BootstrapDesc, BootstrapRejected>
+  /** The acceptor's guards: identity and the bounds on accepted endpoints, with what they refused. */
+  readonly guard: BootstrapGuard
   /** The endpoint from `device` to the peer's `peerNic`, bootstrapped if needed (TENT `getEndpoint`). */
   readonly getEndpoint: (
     device: RdmaDevice,
@@ -155,6 +162,10 @@ export const make = Effect.gen(function* () {
   const notifyParams = yield* NotifyQpParams
   const receipts = yield* EngineReceipts
 
+  const guard = new BootstrapGuard(
+    yield* endpointBoundsConfig,
+    BootstrapGuard.reservation(settings.notify, settings.numLanes)
+  )
   const devices = yield* openDevices(verbs, settings, names)
   const counters = NotifyPoller.makeCounters()
   /** Immediates and held records from peers (transfer-bound notifications on the data QPs). */
@@ -269,12 +280,15 @@ export const make = Effect.gen(function* () {
       Effect.sync(() => (ep.device as RdmaDevice).store.remove(ep))
     )
 
-  const onBootstrap = (desc: BootstrapDesc): Effect.Effect<BootstrapDesc, BootstrapRejected> =>
-    Effect.withSpan(acceptEndpoint(desc), "tent.endpoint.accept", {
+  const onBootstrap = (desc: BootstrapDesc, peer?: string): Effect.Effect<BootstrapDesc, BootstrapRejected> =>
+    Effect.withSpan(acceptEndpoint(desc, peer), "tent.endpoint.accept", {
       attributes: { peer: desc.local_nic_path, local: desc.peer_nic_path }
     })
 
-  const acceptEndpoint = (desc: BootstrapDesc): Effect.Effect<BootstrapDesc, BootstrapRejected> =>
+  const acceptEndpoint = (
+    desc: BootstrapDesc,
+    peer: string | undefined
+  ): Effect.Effect<BootstrapDesc, BootstrapRejected> =>
     Effect.gen(function* () {
       const local = parseNicPath(desc.peer_nic_path)
       const remote = parseNicPath(desc.local_nic_path)
@@ -283,12 +297,17 @@ export const make = Effect.gen(function* () {
           message: `malformed NIC paths ${desc.local_nic_path} → ${desc.peer_nic_path}`
         })
       }
+      const wrongPeer = guard.identity(desc.local_nic_path, remote.server, peer)
+      if (wrongPeer !== undefined) return yield* wrongPeer
       const device = devices.find((d) => d.name === local.nic)
       if (device === undefined) return yield* new BootstrapRejected({ message: `NOT_READY: no device ${local.nic}` })
-      const ep = device.store.getOrInsert(
-        desc.local_nic_path,
-        () => new RdmaEndpoint(host, device, desc.local_nic_path, remote.server)
-      )
+      const over = guard.bounded(device.store, desc.local_nic_path, remote.server)
+      if (over !== undefined) return yield* over
+      const ep = device.store.getOrInsert(desc.local_nic_path, () => {
+        const made = new RdmaEndpoint(host, device, desc.local_nic_path, remote.server)
+        guard.record(made)
+        return made
+      })
       yield* ep.lock
         .withPermits(1)(ep.construct)
         .pipe(Effect.mapError((e) => new BootstrapRejected({ message: e.message })))
@@ -454,6 +473,7 @@ export const make = Effect.gen(function* () {
     sendWithin,
     sendVia,
     onBootstrap,
+    guard,
     getEndpoint,
     resetConnection,
     peerProto: (segment) => peerMost(segment, (ep) => ep.notify.peerProto),
