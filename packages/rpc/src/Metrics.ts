@@ -35,6 +35,7 @@ import {
   Option
 } from "effect"
 import { TransportFailure } from "./Errors.js"
+import { REJECT_REASONS } from "./internal/auth.js"
 
 /**
  * One metric as documented and exported: what the README's metrics table lists.
@@ -327,6 +328,8 @@ export const rejectedConnections = counter(
   "control-plane connections closed before anything was served, by reason",
   ["reason"]
 )
+// every reason's series made now, at 0 (a scrape shows the family before the first refusal)
+for (const reason of REJECT_REASONS) rejectedConnections.child(reason)
 
 /**
  * This package's metrics.
