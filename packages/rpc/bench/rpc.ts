@@ -9,6 +9,10 @@
  *   `node:net` connection. `ratio` = value / floor (1 = as fast as the floor).
  * - `notify_rtt_us_fiber_handler`: as `notify_rtt_us`, but the server's handler returns `Effect.sync(..)` instead of
  *   `Effect.void`, so it runs in a fiber of its own (an already-complete effect is answered without one); same floor.
+ * - `notify_rtt_us_auth`, `notify_calls_per_s_auth`: as `notify_rtt_us` and `notify_calls_per_s`, to the same server
+ *   with the control plane's shared secret (each connection proves it once; every request after passes the same
+ *   checks); the floor is the unauthenticated lean figure, measured in alternating blocks with it (goal: ratio ≤ 1.05
+ *   for the latency, ≥ 0.95 for the calls).
  * - `*_tent_wire`: the same calls as a Mooncake TENT node makes them (`TentClient`: yalantinglibs coro_rpc, the
  *   `Notify` body TENT's JSON) to the same server port, which tells the two wires apart by a connection's first bytes.
  * - `*_stock`: the same over the stock @effect/rpc path (`RpcClient` + `NodeSocket`, `RpcServer` +
@@ -27,6 +31,7 @@ import { frameSplitter } from "@tent/verbs/bench/frames"
 import { Effect, type Scope } from "effect"
 import { makeNotification, RpcAgent, RpcConfig, Stock, TentClient } from "../src/index.js"
 import { spawnChild } from "../test/fixtures/process.js"
+import { BENCH_SECRET } from "./secret.js"
 
 const MSG_BYTES = 64
 const CONCURRENCY = 64
@@ -136,6 +141,7 @@ const throughputOf = <E>(call: Effect.Effect<unknown, E>, calls: number): Effect
 interface Ports {
   readonly floor: number
   readonly lean: number
+  readonly auth: number
   readonly stock: number
 }
 
@@ -243,6 +249,50 @@ export const run = (options: BenchOptions): Promise<ReadonlyArray<BenchResult>> 
     })
     log(
       `  lean, handler in a fiber: rtt ${lean.a.fiber.median.toFixed(1)} us (floor ${lean.median.toFixed(1)}, ×${(lean.a.fiber.median / lean.median).toFixed(2)})`
+    )
+
+    log("measuring RpcAgent → the lean server with a shared secret, in blocks alternating with the one without")
+    const both = yield* Effect.gen(function* () {
+      const plain = yield* RpcAgent.make.pipe(Effect.provide(RpcConfig.layer({ notify_timeout_ms: 10_000 })))
+      const authed = yield* RpcAgent.make.pipe(
+        Effect.provide(RpcConfig.layer({ notify_timeout_ms: 10_000 }, { secret: BENCH_SECRET }))
+      )
+      const arms = {
+        lean: plain.notify(`127.0.0.1:${ports.lean}`, note),
+        auth: authed.notify(`127.0.0.1:${ports.auth}`, note)
+      }
+      const lat = { lean: [] as Array<Latency>, auth: [] as Array<Latency> }
+      const tput = { lean: [] as Array<number>, auth: [] as Array<number> }
+      for (const arm of ["lean", "auth", "auth", "lean"] as const) {
+        lat[arm].push(yield* latencyOf(arms[arm], calls / 2, warmup))
+        tput[arm].push(yield* throughputOf(arms[arm], tputCalls / 2))
+      }
+      const mean = (xs: Array<number>) => xs.reduce((a, b) => a + b, 0) / xs.length
+      return {
+        lean: { median: mean(lat.lean.map((l) => l.median)), tput: mean(tput.lean) },
+        auth: { median: mean(lat.auth.map((l) => l.median)), tput: mean(tput.auth) }
+      }
+    }).pipe(Effect.scoped)
+    results.push(
+      {
+        name: "notify_rtt_us_auth",
+        unit: "us",
+        value: both.auth.median,
+        better: "lower",
+        floor: both.lean.median,
+        ratio: both.auth.median / both.lean.median
+      },
+      {
+        name: "notify_calls_per_s_auth",
+        unit: "1/s",
+        value: both.auth.tput,
+        better: "higher",
+        floor: both.lean.tput,
+        ratio: both.auth.tput / both.lean.tput
+      }
+    )
+    log(
+      `  with a secret: rtt ${both.auth.median.toFixed(1)} us (without ${both.lean.median.toFixed(1)}, ×${(both.auth.median / both.lean.median).toFixed(3)}), ${both.auth.tput.toFixed(0)} calls/s (without ${both.lean.tput.toFixed(0)}, ×${(both.auth.tput / both.lean.tput).toFixed(3)})`
     )
 
     log("measuring TentClient → the same server's port, TENT's own wire (coro_rpc, JSON Notify)")

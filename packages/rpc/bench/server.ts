@@ -1,12 +1,14 @@
 /**
  * The far side of the RPC bench, in its own process: a plain `node:net` echo of length-prefixed frames (the floor),
  * the lean control-plane server and the stock @effect/rpc one, all with a `Notify` handler that does nothing.
- * Prints `{"floor":port,"lean":port,"stock":port}` once all listen.
+ * Prints `{"floor":port,"lean":port,"auth":port,"stock":port}` once all listen (`auth`: the lean server with a shared
+ * secret, {@link BENCH_SECRET}).
  */
 import type * as Net from "node:net"
 import { echoServer } from "@tent/verbs/bench/frames"
 import { Context, Effect, Layer } from "effect"
 import { ControlPlane, InvalidEntry, Server, Stock } from "../src/index.js"
+import { BENCH_SECRET } from "./secret.js"
 
 const handlers = ControlPlane.toLayer({
   Bootstrap: (d) => Effect.succeed(d),
@@ -29,11 +31,16 @@ const main = Effect.gen(function* () {
   })
   // built in this scope, so they serve until the process ends
   const lean = Context.get(yield* Layer.build(Layer.provide(Server.layer(), handlers)), Server.ServerAddress)
+  // the same server with the control plane's shared secret: every connection proves it before it is served
+  const auth = Context.get(
+    yield* Layer.build(Layer.provide(Server.layer({ secret: BENCH_SECRET }), handlers)),
+    Server.ServerAddress
+  )
   const stock = Context.get(
     yield* Layer.build(Layer.provide(Stock.layerServer({ disableTracing: true }), handlers)),
     Server.ServerAddress
   )
-  process.stdout.write(`${JSON.stringify({ floor, lean: lean.port, stock: stock.port })}\n`)
+  process.stdout.write(`${JSON.stringify({ floor, lean: lean.port, auth: auth.port, stock: stock.port })}\n`)
   return yield* Effect.never
 })
 
