@@ -256,7 +256,7 @@ export class Delivery {
     const r = this.receipts
     if (epoch === Ledger.OTHER && r !== undefined && stamp !== undefined) return !this.refuse(Refusal.StaleIncarnation)
     const claim = this.dedup.claim
-    if (stamp !== undefined && end > 0 && claim !== undefined && !claim(stamp.session, sender, end, now)) {
+    if (stamp !== undefined && end >= 0 && claim !== undefined && !claim(stamp.session, sender, end, now)) {
       return !this.refuse(Refusal.ForeignSession)
     }
     if (r === undefined || stamp === undefined || epoch === Ledger.NO_EPOCH) {

@@ -16,7 +16,7 @@
 
 import type { Headers } from "@effect/platform"
 import type { Notification } from "@tent/rpc"
-import { BootstrapRejected, ControlPlane, type ControlPlaneHandlers, NotificationRefused } from "@tent/rpc"
+import { BootstrapRejected, ControlPlane, type ControlPlaneHandlers, NotificationRefused, RpcConfig } from "@tent/rpc"
 import { Effect, type Layer } from "effect"
 import * as Metrics from "../Metrics.js"
 import { NotificationRouting } from "../NotificationRouting.js"
@@ -32,18 +32,27 @@ import { TcpTransport } from "./TcpTransport.js"
  */
 export const PEER_HEADER = "x-tent-peer"
 
-/** The proven segment name in `headers`, if the connection authenticated. */
-export const peerOf = (headers: Headers.Headers): string | undefined => {
-  const peer = headers[PEER_HEADER]
-  return peer === undefined || peer === "" ? undefined : peer
-}
+/**
+ * The segment name a connection proved, from its requests' `headers`; undefined: it did not authenticate. With a
+ * secret set every connection authenticates (`authenticated`), so one without the header proved an empty name, and
+ * is held to it ("" names no segment: its `Bootstrap`s and stamps are refused) rather than let through unchecked.
+ */
+export const peerOf = (headers: Headers.Headers, authenticated: boolean): string | undefined =>
+  headers[PEER_HEADER] ?? (authenticated ? "" : undefined)
 
 /** The handlers as a Layer built from the engine's services. */
 export const make: Effect.Effect<
   Layer.Layer<ControlPlaneHandlers>,
   never,
-  RdmaTransport | TcpTransport | EngineDelivery | NotificationRouting | LocalDescriptor | EngineReceipts
+  | RdmaTransport
+  | TcpTransport
+  | EngineDelivery
+  | NotificationRouting
+  | LocalDescriptor
+  | EngineReceipts
+  | RpcConfig.RpcConfig
 > = Effect.gen(function* () {
+  const authenticated = (yield* RpcConfig.RpcConfig).secret !== undefined
   const rdma = yield* RdmaTransport
   const tcp = yield* TcpTransport
   const delivery = yield* EngineDelivery
@@ -80,11 +89,11 @@ export const make: Effect.Effect<
     Bootstrap: (desc, { headers }) =>
       rdma === undefined
         ? Effect.fail(new BootstrapRejected({ message: "NOT_READY: transport not initialized" }))
-        : rdma.onBootstrap(desc, peerOf(headers)),
+        : rdma.onBootstrap(desc, peerOf(headers, authenticated)),
     Notify: (n, { clientId, headers }) =>
       Effect.suspend(() => {
         delivery.lastRefused = false
-        onNotify?.(n, peerOf(headers) ?? `${UNKNOWN_SENDER}${clientId}`)
+        onNotify?.(n, peerOf(headers, authenticated) ?? `${UNKNOWN_SENDER}${clientId}`)
         return delivery.lastRefused ? Effect.fail(refused(delivery.lastReason)) : Effect.void
       }),
     GetSegmentDesc: () => Effect.sync(segmentDesc),
