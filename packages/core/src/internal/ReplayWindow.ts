@@ -234,6 +234,9 @@ export class SessionTable {
   private lastSeen = new Float64Array(0)
   /** The sender segment each session is bound to ("": none yet; see {@link claim}). */
   private owners: Array<string> = []
+  /** The slot and the sender of the last claim that succeeded (the next one from them needs no compare). */
+  private claimed = NONE
+  private claimer = ""
   /** Recency list links; `next` also links the free slots. */
   private prev = new Int32Array(0)
   private next = new Int32Array(0)
@@ -289,19 +292,20 @@ export class SessionTable {
   }
 
   /**
-   * Whether the sender segment `sender.slice(0, end)` may use `session` (true), binding the session to it on first
-   * use: a session is one engine's (its random id, new each start), so a stamp with a session bound to another segment
-   * is forged or misrouted, and is refused (false, counted) before it can move the window. `sender` is a NIC path
-   * (`end` at its last `@`) or a segment name (`end` its length); the compare allocates nothing. The binding lives
-   * exactly as long as the session's window: forgotten with it (idle past the TTL, evicted), then the next sender to
-   * use the session binds it again. Marks the session used, as {@link admit} does.
+   * Whether the sender segment `sender.slice(0, end)` (a NIC path's part before its last `@`, or a segment name) may
+   * use `session`, binding it on first use: a session is one engine's (random, new each start), so a stamp with a
+   * session bound to another segment is forged or misrouted: refused (false, counted) before it moves the window. The
+   * binding lives as long as the session's window (idle past the TTL, evicted: the next sender binds it again).
+   * Marks the session used, as {@link admit} does; allocates nothing but the binding.
    */
   claim(session: bigint, sender: string, end: number, now: number = this.clock()): boolean {
     const slot = this.touch(session, now)
+    if (slot === this.claimed && sender === this.claimer) return true
     const owner = this.owners[slot] as string
-    if (owner.length === end && sender.startsWith(owner) && end > 0) return true
-    if (owner === "" && end > 0) {
-      this.owners[slot] = end === sender.length ? sender : sender.slice(0, end)
+    if (end > 0 && (owner === "" || (owner.length === end && sender.startsWith(owner)))) {
+      if (owner === "") this.owners[slot] = end === sender.length ? sender : sender.slice(0, end)
+      this.claimed = slot
+      this.claimer = sender
       return true
     }
     this.counters.foreign++
@@ -311,8 +315,7 @@ export class SessionTable {
 
   /** The sender segment `session` is bound to ("": none), if it has a window. */
   ownerOf(session: bigint): string | undefined {
-    const slot = this.find(session)
-    return slot === NONE ? undefined : this.owners[slot]
+    return this.has(session) ? this.owners[this.find(session)] : undefined
   }
 
   /** The slot of `session`, opened if it has none (or its window expired), made most recently used at `now`. */
@@ -386,6 +389,7 @@ export class SessionTable {
     this.keyLo[slot] = HALVES[0] as number
     this.keyHi[slot] = HALVES[1] as number
     this.owners[slot] = ""
+    if (slot === this.claimed) this.claimed = NONE
     this.link(slot)
     this.append(slot)
     this.size++
