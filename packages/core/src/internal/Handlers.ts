@@ -16,7 +16,14 @@
 
 import type { Headers } from "@effect/platform"
 import type { Notification } from "@tent/rpc"
-import { BootstrapRejected, ControlPlane, type ControlPlaneHandlers, NotificationRefused, RpcConfig } from "@tent/rpc"
+import {
+  BootstrapRejected,
+  ControlPlane,
+  type ControlPlaneHandlers,
+  NotificationRefused,
+  RpcConfig,
+  Server
+} from "@tent/rpc"
 import { Effect, type Layer } from "effect"
 import * as Metrics from "../Metrics.js"
 import { NotificationRouting } from "../NotificationRouting.js"
@@ -26,11 +33,8 @@ import { RdmaTransport } from "./rdma/RdmaTransport.js"
 import { LocalDescriptor } from "./SegmentPublisher.js"
 import { TcpTransport } from "./TcpTransport.js"
 
-/**
- * The header an authenticated control-plane connection's requests carry: the peer's segment name as it proved it.
- * (`@tent/rpc` exports it as `PEER_HEADER`; the literal stands here until that is released.)
- */
-export const PEER_HEADER = "x-tent-peer"
+/** The header an authenticated control-plane connection's requests carry: the name the peer proved. */
+export const PEER_HEADER: string = Server.PEER_HEADER
 
 /**
  * The segment name a connection proved, from its requests' `headers`; undefined: it did not authenticate. With a
