@@ -92,7 +92,7 @@ export const fallbacks = Rpc.counter(
  * @since 0.1.0 */
 export const resends = Rpc.counter(
   "tent_resends_total",
-  "pending notifications of a retired/disabled notify channel: resent (transport rdma, tcp, rpc; outcome sent), lost (none, failed), unstamped (none, not_resendable)",
+  "pending notifications of a retired or disabled notify channel: resent (rdma, tcp, rpc; sent), lost (none, failed), unstamped (none, not_resendable)",
   ["transport", "outcome"],
   { peer: true }
 )
@@ -162,7 +162,7 @@ export const FRAME_REJECT_REASONS = [
  * @since 0.1.0 */
 export const framesRejected = Rpc.counter(
   "tent_frames_rejected_total",
-  "received notify QP frames dropped as malformed, by reason (the NotifyWire or CtrlFrame reject: short, magic, name_too_long, ...; slot: slot index or length out of range)",
+  "received notify QP frames dropped as malformed, by reason (a NotifyWire or CtrlFrame reject: short, magic, ...; slot: bad slot index or length)",
   ["reason"]
 )
 

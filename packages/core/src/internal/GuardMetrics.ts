@@ -7,7 +7,7 @@ import { Metrics as Rpc } from "@tent/rpc"
 /** `Bootstrap`s a guard refused before any endpoint was touched, by reason. */
 export const bootstrapsRefused = Rpc.counter(
   "tent_bootstrap_refused_total",
-  "Bootstraps refused by a guard: identity (NIC path not the authenticated peer's), peer_endpoints, accepted_bytes (max_endpoints_per_peer, max_accepted_bytes reached)",
+  "Bootstraps refused: identity (a NIC path not of the proven peer), peer_endpoints or accepted_bytes (max_endpoints_per_peer, max_accepted_bytes reached)",
   ["reason"]
 )
 
