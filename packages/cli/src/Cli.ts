@@ -1,7 +1,7 @@
 /**
- * The `tent` command: `devices`, `serve`, `send`, `transfer`, `recv`, `probe`, `bench`, `soak`. `run(argv)` parses with
- * @effect/cli; a bad argument prints @effect/cli's message and a usage line for the subcommand and exits 2; a
- * failed command has already printed its one line and set a non-zero exit code.
+ * The `tent` command: `devices`, `serve`, `send`, `transfer`, `recv`, `probe`, `bench`, `soak`, `fuzz`. `run(argv)`
+ * parses with @effect/cli; a bad argument prints @effect/cli's message and a usage line for the subcommand and exits 2;
+ * a failed command has already printed its one line and set a non-zero exit code.
  *
  * @since 0.1.0
  */
@@ -9,6 +9,7 @@ import { Command, HelpDoc, Usage, ValidationError } from "@effect/cli"
 import { Console, Effect } from "effect"
 import * as Bench from "./commands/Bench.js"
 import * as Devices from "./commands/Devices.js"
+import * as Fuzz from "./commands/Fuzz.js"
 import * as Probe from "./commands/Probe.js"
 import * as Recv from "./commands/Recv.js"
 import * as Send from "./commands/Send.js"
@@ -30,7 +31,8 @@ export const subcommands = {
   recv: Recv.command,
   probe: Probe.command,
   bench: Bench.command,
-  soak: Soak.command
+  soak: Soak.command,
+  fuzz: Fuzz.command
 } as const
 
 /**
@@ -57,7 +59,8 @@ export const tent = Command.make("tent", {}, () =>
     Recv.command,
     Probe.command,
     Bench.command,
-    Soak.command
+    Soak.command,
+    Fuzz.command
   ])
 )
 

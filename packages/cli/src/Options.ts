@@ -337,3 +337,37 @@ export const soakOptions = {
  * @since 0.2.0
  */
 export type SoakOptions = Command.Command.ParseConfig<typeof soakOptions>
+
+/**
+ * `tent fuzz`'s options: `--seed`, `--count`, `--target`, `--json`.
+ *
+ * @since 0.3.0
+ */
+export const fuzzOptions = {
+  seed: Options.integer("seed").pipe(
+    Options.withDescription("seed of the inputs (default: a new one, printed, so the run can be replayed)"),
+    Options.optional
+  ),
+  count: Options.integer("count").pipe(
+    Options.withDescription("inputs per target: frames, notify-slot SENDs, datagrams (default 1,000,000)"),
+    Options.withDefault(1_000_000)
+  ),
+  target: Options.choice("target", ["all", "rpc-frames", "notify-slots", "softverbs"]).pipe(
+    Options.withDescription(
+      "the target to run: rpc-frames (the control-plane port: lean frames and coro_rpc), notify-slots (a real engine's notify-QP receive slots), softverbs (datagrams to a connected SoftVerbs QP from its peer's address); all = the three in turn"
+    ),
+    Options.withDefault("all" as const)
+  ),
+  json: Options.boolean("json").pipe(
+    Options.withDescription(
+      'print {"seed","count","targets":[{target,inputs,seconds,rate,connections,counters,memory,regions,client,violations}]} on stdout'
+    )
+  )
+}
+
+/**
+ * What `tent fuzz`'s options parse to.
+ *
+ * @since 0.3.0
+ */
+export type FuzzOptions = Command.Command.ParseConfig<typeof fuzzOptions>

@@ -39,7 +39,8 @@ const descriptions: Record<keyof typeof subcommands, RegExp> = {
   recv: /wait for --count notifications/,
   probe: /fault matrix between two real processes/,
   bench: /benchmark suites/,
-  soak: /namespaced hosts/
+  soak: /namespaced hosts/,
+  fuzz: /Fuzz every decoder/
 }
 
 const badArgs: Record<keyof typeof subcommands, ReadonlyArray<string>> = {
@@ -50,7 +51,8 @@ const badArgs: Record<keyof typeof subcommands, ReadonlyArray<string>> = {
   recv: ["--count"],
   probe: ["--arm", "sideways"],
   bench: ["gpu"],
-  soak: ["--arm", "sideways"]
+  soak: ["--arm", "sideways"],
+  fuzz: ["--target", "kernel"]
 }
 
 describe("tent --help and bad arguments", () => {
@@ -72,7 +74,7 @@ describe("tent --help and bad arguments", () => {
     for (const args of [[], ["nope"]]) {
       const r = await inProcess(args)
       expect(r.code).toBe(2)
-      expect(r.stderr).toContain("usage: tent <devices|serve|send|transfer|recv|probe|bench|soak>")
+      expect(r.stderr).toContain("usage: tent <devices|serve|send|transfer|recv|probe|bench|soak|fuzz>")
     }
   })
 
