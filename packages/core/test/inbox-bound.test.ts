@@ -114,6 +114,7 @@ describe("the notification queues are bounded (notification/max_queued_bytes)", 
         const refused = yield* Effect.either(caller.notify(to, note(2)))
         expect(Either.isLeft(refused) && refused.left instanceof NotificationRefused).toBe(true)
         expect(Either.isLeft(refused) ? refused.left.message : "").toMatch(/^INBOX_FULL/)
+        expect(Either.isLeft(refused) && "reason" in refused.left ? refused.left.reason : "").toBe("InboxFull")
         expect(names(yield* c.engine.receiveNotifications)).toEqual(["n001"])
         expect(Either.isRight(yield* Effect.either(caller.notify(to, note(2))))).toBe(true)
         expect(names(yield* c.engine.receiveNotifications)).toEqual(["n002"])

@@ -44,14 +44,16 @@ export class NotificationTooLarge extends Schema.TaggedError<NotificationTooLarg
 }
 
 /**
- * The peer answered a `Notify` and refused to deliver it: the stamp names an incarnation of the peer other than the
- * one that answers (`StaleIncarnation`: the process it was meant for is gone, and with it the request state the
- * notification was about). `incarnation` is the answering one's, in decimal.
+ * The peer answered a `Notify` and refused to deliver it. `StaleIncarnation`: the stamp names an incarnation of the
+ * peer other than the one that answers (the process it was meant for is gone, and with it the request state the
+ * notification was about). `InboxFull` (since 0.3.0): its queues hold their byte bound and no consumer took them yet;
+ * send it again later. `ForeignSession` (since 0.3.0): the stamp's session is bound there to another sender.
+ * `incarnation` is the answering one's, in decimal.
  *
  * @since 0.2.0
  */
 export class NotificationRefused extends Schema.TaggedError<NotificationRefused>()("NotificationRefused", {
-  reason: Schema.Literal("StaleIncarnation"),
+  reason: Schema.Literal("StaleIncarnation", "InboxFull", "ForeignSession"),
   incarnation: Schema.String,
   message: Schema.String
 }) {}

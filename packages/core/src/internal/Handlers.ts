@@ -64,12 +64,16 @@ export const make: Effect.Effect<
   const segmentDesc = yield* LocalDescriptor
   const receipts = yield* EngineReceipts
   // A `Notify` the delivery point refused is answered with a refusal, never delivered: stamped for another incarnation
-  // of this engine; or, carrying this incarnation (so the sender's ledger keeps it for a later try: not a restart),
-  // with full queues or with a session bound to another segment. (Those two take reasons of their own once
-  // `NotificationRefused` has them.)
+  // of this engine; with full queues; or with a session bound to another segment. Each carries this incarnation (a
+  // sender's ledger keeps the last two for a later try: not a restart).
   const refused = (reason: Refusal) =>
     new NotificationRefused({
-      reason: "StaleIncarnation",
+      reason:
+        reason === Refusal.InboxFull
+          ? "InboxFull"
+          : reason === Refusal.ForeignSession
+            ? "ForeignSession"
+            : "StaleIncarnation",
       incarnation: String(receipts.incarnation),
       message:
         reason === Refusal.InboxFull

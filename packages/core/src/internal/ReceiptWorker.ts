@@ -56,8 +56,9 @@ export const start: Effect.Effect<
         const err = r.left
         if (err._tag === "NotificationRefused") {
           const incarnation = parseIncarnation(err.incarnation)
-          // Refused by the incarnation it was stamped for (its queues full, say): not a restart; the next tick retries.
-          if (incarnation !== 0n && incarnation === e.epoch) return
+          // Refused for its queues or its session, or by the incarnation it was stamped for (an older peer says
+          // full queues that way): not a restart; the next tick retries.
+          if (err.reason !== "StaleIncarnation" || (incarnation !== 0n && incarnation === e.epoch)) return
           ledger.onIncarnation(d.segment, incarnation)
           if (!e.done) ledger.fail(d, e, "PeerRestarted", err.message)
           continue

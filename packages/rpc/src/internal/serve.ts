@@ -201,7 +201,8 @@ export const makeConnectionHandler = (
       }
       client.auth = "open"
       client.claim = undefined
-      if (claim.name !== "") client.headers = Headers.fromInput({ [Auth.PEER_HEADER]: claim.name })
+      // every authenticated connection carries the name it proved, empty included (an empty name names no segment)
+      client.headers = Headers.fromInput({ [Auth.PEER_HEADER]: claim.name })
     }
 
     const onFrame = (client: Client, buf: Buffer, start: number, end: number): void => {
