@@ -188,13 +188,6 @@ const read = (name: KeyName): Config.Config<number> => {
   )
 }
 
-/**
- * The settings read with Effect `Config`, nested under `rpc`: `{"rpc": {"notify_timeout_ms": 500}}` in a JSON
- * config, or `RPC_NOTIFY_TIMEOUT_MS=500` with {@link layerFromEnv}. A value of the wrong type fails with a
- * `ConfigError` that names the key.
- *
- * @since 0.1.0
- */
 /** The `rpc/*` integer keys. */
 const limitsConfig = Config.all({
   requestTimeoutMs: Config.map(read("request_timeout_ms"), resolveTimeout),
@@ -246,6 +239,14 @@ const resolveAuth = (raw: {
   return Either.right({ ...raw.limits, secret, allowCidrs })
 }
 
+/**
+ * The settings read with Effect `Config`, nested under `rpc`: `{"rpc": {"notify_timeout_ms": 500}}` in a JSON
+ * config, or `RPC_NOTIFY_TIMEOUT_MS=500` with {@link layerFromEnv}. A value of the wrong type fails with a
+ * `ConfigError` that names the key. The shared secret: `TENT_RPC_SECRET` (from the provider, else the process's
+ * environment) or the file `rpc/auth_secret_file` names, at least 16 bytes; `rpc/allow_cidrs` checked as addresses.
+ *
+ * @since 0.1.0
+ */
 export const config: Config.Config<RpcSettings> = Config.all({
   secret: Config.option(Config.redacted("TENT_RPC_SECRET")),
   file: Config.string("auth_secret_file").pipe(Config.withDefault(""), Config.nested("rpc")),
