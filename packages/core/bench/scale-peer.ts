@@ -10,13 +10,15 @@
  *
  * - `{"cmd":"echo","target"}` echoes from then on to `target` (`"target": null`: count only); drains the queues.
  * - `{"cmd":"stats"}` answers `{received: [per engine], echoed, failed, lastError}` and drains the queues.
+ * - `{"cmd":"freeze","frozen"}` freezes (or thaws) every engine's application (`Diagnostics.freezeApplication`: the
+ *   pollers and control-plane servers stop, the SoftVerbs NICs of this process keep answering).
  */
 import { createInterface } from "node:readline"
 import type { Notification } from "@tent/rpc"
 import { Cause, Context, Effect, Exit, Layer, Runtime } from "effect"
-import { TransferEngine } from "../src/index.js"
+import { Diagnostics, TransferEngine } from "../src/index.js"
 import { engineLayer } from "../test/fixtures/engine.js"
-import { lightConfig } from "./scale.js"
+import { lightConfig } from "./scale-peers.js"
 
 const program = (count: number, json: unknown) =>
   Effect.gen(function* () {
@@ -39,6 +41,7 @@ const program = (count: number, json: unknown) =>
         const nic = `s${process.pid}_${k}`
         const ctx = yield* Layer.build(engineLayer(config, [nic]))
         const engine = Context.get(ctx, TransferEngine.TransferEngine)
+        const diagnostics = Context.get(ctx, Diagnostics.Diagnostics)
         let warm = false
         yield* engine.subscribe((n: Notification) => {
           received[k] = (received[k] as number) + 1
@@ -57,7 +60,7 @@ const program = (count: number, json: unknown) =>
           if (Exit.isSuccess(exit)) echoed++
           else failure(exit.cause)
         })
-        return { engine, nic }
+        return { engine, diagnostics, nic }
       })
     const built = yield* Effect.forEach(
       Array.from({ length: count }, (_, k) => k),
@@ -72,7 +75,7 @@ const program = (count: number, json: unknown) =>
     timer.unref()
     const lines = createInterface({ input: process.stdin })
     lines.on("line", (line) => {
-      const req = JSON.parse(line) as { cmd?: string; target?: string | null }
+      const req = JSON.parse(line) as { cmd?: string; target?: string | null; frozen?: boolean }
       const reply: Effect.Effect<unknown> =
         req.cmd === "echo" && (typeof req.target === "string" || req.target === null)
           ? Effect.as(
@@ -89,7 +92,12 @@ const program = (count: number, json: unknown) =>
                 drain,
                 Effect.sync(() => ({ received, echoed, failed, lastError }))
               )
-            : Effect.succeed({ error: `unknown or malformed command ${line}` })
+            : req.cmd === "freeze" && typeof req.frozen === "boolean"
+              ? Effect.as(
+                  Effect.forEach(built, (b) => b.diagnostics.freezeApplication(req.frozen === true), { discard: true }),
+                  { ok: true }
+                )
+              : Effect.succeed({ error: `unknown or malformed command ${line}` })
       Effect.runPromise(reply).then((r) => process.stdout.write(`${JSON.stringify(r)}\n`))
     })
     lines.on("close", () => process.exit(0))

@@ -1,0 +1,193 @@
+/**
+ * The measurements of `pnpm bench engine --scale` (`bench/scale.ts`) over a set of peers: the untimed warm-up, the
+ * timed ping-pong (one-way latency), the round of back-to-back sends (msgs/s), the check of the peers' counts, and
+ * both figures of one set at once ({@link measureSet}, the frozen phases' measurement).
+ */
+import type { Notification } from "@tent/rpc"
+import { Deferred, Duration, Effect, Exit, Runtime } from "effect"
+import type { TransferEngine } from "../src/index.js"
+import type { Child } from "../test/fixtures/child.js"
+import { type Peer, type PeerReady, peerCounts } from "./scale-peers.js"
+
+/** How long one phase (a ping-pong, a round of sends, a peer check) may take before the suite fails. */
+export const PHASE_TIMEOUT = Duration.seconds(120)
+
+/** The `q` quantile of `xs` (0.5: the median). */
+export const quantile = (xs: ArrayLike<number>, q: number): number => {
+  const s = Array.from(xs).sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.floor(s.length * q))] as number
+}
+
+/** The ping: a 4-byte name and a 56-byte message (68 bytes in TENT's encoding), as the engine suite's. */
+export const ping: Notification = { name: new TextEncoder().encode("ping"), msg: new Uint8Array(56) }
+
+/** The sizes of a run's measurements. */
+export interface Sizes {
+  readonly rounds: number
+  readonly warmup: number
+  readonly jit: number
+  readonly count: number
+  readonly timedRounds: number
+}
+
+/**
+ * `rounds` untimed ping-pongs through `sendNotification` (the full path where it is needed: the first send to a peer
+ * fetches its descriptor), ping i to peer i % n, each awaited before the next.
+ */
+export const warmUp = (engine: TransferEngine.TransferEngineShape, segments: ReadonlyArray<string>, rounds: number) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      let waiting: Deferred.Deferred<void> | undefined
+      yield* engine.subscribe(() => {
+        if (waiting !== undefined) Deferred.unsafeDone(waiting, Exit.void)
+      })
+      for (let i = 0; i < rounds; i++) {
+        waiting = yield* Deferred.make<void>()
+        yield* engine.sendNotification(segments[i % segments.length] as string, ping)
+        yield* Deferred.await(waiting).pipe(
+          Effect.timeoutFail({
+            duration: PHASE_TIMEOUT,
+            onTimeout: () => new Error(`scale warm-up: no echo from peer ${i % segments.length}`)
+          })
+        )
+      }
+      yield* engine.receiveNotifications
+    })
+  )
+
+/**
+ * `total` timed ping-pongs, ping i to peer i % n, one in flight: this engine's `subscribe` handler records the RTT and
+ * sends the next ping with `Runtime.runSync` (every endpoint READY after {@link warmUp}). The RTTs in ms.
+ */
+export const pingPong = (engine: TransferEngine.TransferEngineShape, segments: ReadonlyArray<string>, total: number) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const rtts = new Float64Array(total)
+      const sends = segments.map((s) => engine.sendNotification(s, ping))
+      const n = sends.length
+      const done = yield* Deferred.make<void, unknown>()
+      const runSync = Runtime.runSync(yield* Effect.runtime<never>())
+      let got = 0
+      let t0 = 0
+      yield* engine.subscribe(() => {
+        if (got >= total) return
+        rtts[got++] = performance.now() - t0
+        if (got >= total) {
+          Deferred.unsafeDone(done, Exit.void)
+          return
+        }
+        t0 = performance.now()
+        try {
+          runSync(sends[got % n] as Effect.Effect<void, unknown>)
+        } catch (e) {
+          Deferred.unsafeDone(done, Exit.fail(e))
+        }
+      })
+      t0 = performance.now()
+      yield* sends[0] as Effect.Effect<void, unknown>
+      yield* Deferred.await(done).pipe(
+        Effect.timeoutFail({
+          duration: PHASE_TIMEOUT,
+          onTimeout: () => new Error(`scale ping-pong over ${n} peers: ${got} of ${total} echoes`)
+        })
+      )
+      const queued = (yield* engine.receiveNotifications).length
+      if (queued !== total) {
+        return yield* Effect.fail(new Error(`scale ping-pong: ${queued} notifications queued, ${total} expected`))
+      }
+      return rtts
+    })
+  )
+
+/**
+ * One round of `count` notifications back to back, notification i to peer i % n: each `sendNotification` returns once
+ * posted (the per-endpoint window paces), timed until this side's `sendsCompleted` counted every one, looked at every
+ * millisecond. The round's ms.
+ */
+export const sendRound = (
+  engine: TransferEngine.TransferEngineShape,
+  rdma: { readonly sendsCompleted: number },
+  segments: ReadonlyArray<string>,
+  count: number
+) =>
+  Effect.gen(function* () {
+    const n = segments.length
+    const done0 = rdma.sendsCompleted
+    const t0 = performance.now()
+    for (let i = 0; i < count; i++) yield* engine.sendNotification(segments[i % n] as string, ping)
+    while (rdma.sendsCompleted - done0 < count) yield* Effect.sleep("1 millis")
+    return performance.now() - t0
+  }).pipe(
+    Effect.timeoutFail({
+      duration: PHASE_TIMEOUT,
+      onTimeout: () => new Error(`scale sends over ${segments.length} peers: a round timed out`)
+    })
+  )
+
+/** Waits (bounded) until every peer's count grew by what `want` says; fails with the shortfall otherwise. */
+export const expectCounts = (
+  peers: ReadonlyArray<Peer>,
+  children: ReadonlyArray<Child<PeerReady>>,
+  before: ReadonlyArray<number>,
+  want: ReadonlyArray<number>,
+  what: string
+) =>
+  Effect.gen(function* () {
+    let got: ReadonlyArray<number> = []
+    for (let attempt = 0; attempt < 500; attempt++) {
+      got = (yield* peerCounts(peers, children)).map((c, i) => c - (before[i] as number))
+      if (got.every((g, i) => g >= (want[i] as number))) break
+      yield* Effect.sleep("20 millis")
+    }
+    const wrong = got.flatMap((g, i) => (g === want[i] ? [] : [`peer ${i}: ${g} of ${want[i]}`]))
+    if (wrong.length > 0) {
+      return yield* Effect.fail(new Error(`scale ${what}: the peers' counts differ: ${wrong.slice(0, 8).join(", ")}`))
+    }
+  })
+
+/** Peer i's share of `rounds` rounds of `count` notifications, notification j going to peer j % n. */
+export const share = (peers: number, n: number, count: number, rounds: number): ReadonlyArray<number> =>
+  Array.from({ length: peers }, (_, i) => (i >= n ? 0 : rounds * (Math.floor(count / n) + (i < count % n ? 1 : 0))))
+
+/** One-way µs (median RTT / 2), its p90, and msgs/s of one set of peers. */
+export interface SetFigures {
+  readonly oneWayUs: number
+  readonly p90Us: number
+  readonly msgsPerS: number
+}
+
+/**
+ * Both figures over `peers` (whose processes are `children`, every one echoing to this engine): warm-up ping-pongs,
+ * the timed ping-pong, then (echo off) an untimed round of sends and the timed ones, each peer's count checked.
+ */
+export const measureSet = (
+  engine: TransferEngine.TransferEngineShape,
+  rdma: { readonly sendsCompleted: number },
+  peers: ReadonlyArray<Peer>,
+  children: ReadonlyArray<Child<PeerReady>>,
+  sizes: Sizes,
+  setEcho: (target: string | undefined) => Effect.Effect<void, Error>
+) =>
+  Effect.gen(function* () {
+    const segments = peers.map((p) => p.segment)
+    yield* setEcho(engine.segmentName)
+    yield* pingPong(engine, segments, sizes.warmup)
+    const rtts = yield* pingPong(engine, segments, sizes.rounds)
+    yield* setEcho(undefined)
+    const base = yield* peerCounts(peers, children)
+    yield* sendRound(engine, rdma, segments, sizes.count)
+    let ms = 0
+    for (let r = 0; r < sizes.timedRounds; r++) ms += yield* sendRound(engine, rdma, segments, sizes.count)
+    yield* expectCounts(
+      peers,
+      children,
+      base,
+      share(peers.length, peers.length, sizes.count, 1 + sizes.timedRounds),
+      `sends over ${peers.length} peers`
+    )
+    return {
+      oneWayUs: (quantile(rtts, 0.5) / 2) * 1000,
+      p90Us: (quantile(rtts, 0.9) / 2) * 1000,
+      msgsPerS: (sizes.timedRounds * sizes.count) / (ms / 1000)
+    } satisfies SetFigures
+  })
