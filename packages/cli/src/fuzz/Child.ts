@@ -33,6 +33,8 @@ export interface Victim {
   readonly exited: () => Exited | undefined
   /** The end of what it wrote on stderr. */
   readonly stderr: () => string
+  /** Its log lines on stderr by level (`level=…` of the logfmt logger), and other lines as `other`. */
+  readonly logLines: () => Readonly<Record<string, number>>
 }
 
 const root = fileURLToPath(new URL("../../../../", import.meta.url))
@@ -64,8 +66,18 @@ const start = (options: Record<string, unknown>): Promise<{ victim: Victim; proc
       env: { ...victimEnv(), TENT_FUZZ_VICTIM: "1" }
     })
     let errText = ""
+    let partial = ""
+    const levels: Record<string, number> = {}
     proc.stderr?.on("data", (b: Buffer) => {
-      errText = (errText + b.toString()).slice(-16_384)
+      const text = b.toString()
+      errText = (errText + text).slice(-16_384)
+      const lines = (partial + text).split("\n")
+      partial = (lines.pop() ?? "").slice(-4096)
+      for (const line of lines) {
+        if (line.trim() === "") continue
+        const level = /(?:^|\s)level=(\w+)/.exec(line)?.[1] ?? "other"
+        levels[level] = (levels[level] ?? 0) + 1
+      }
     })
     const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>()
     let nextId = 1
@@ -137,7 +149,8 @@ const start = (options: Record<string, unknown>): Promise<{ victim: Victim; proc
               })
             }),
           exited: () => exited,
-          stderr: () => errText
+          stderr: () => errText,
+          logLines: () => ({ ...levels })
         }
         resolve({ victim, process: proc })
         return

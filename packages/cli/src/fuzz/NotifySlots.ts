@@ -272,7 +272,8 @@ export const run = (o: TargetOptions): Effect.Effect<TargetResult, unknown> =>
           immediates: end.final?.counters.immediates,
           fuzzNotificationsDelivered: end.final?.otherNotifications,
           endpoints: end.final?.endpoints,
-          injected: watching.state.injected ? o.inject : undefined
+          injected: watching.state.injected ? o.inject : undefined,
+          victimLog: victim.logLines()
         },
         memory: end.memory,
         regions: end.regions,

@@ -220,7 +220,8 @@ export const run = (o: TargetOptions): Effect.Effect<TargetResult, unknown> =>
           nic: end.final === undefined ? undefined : { malformed: end.final.soft.malformed },
           fuzzNotificationsDelivered: end.final?.otherNotifications,
           askedWrites: shared.asked.length,
-          injected: watching.state.injected ? o.inject : undefined
+          injected: watching.state.injected ? o.inject : undefined,
+          victimLog: victim.logLines()
         },
         memory: end.memory,
         regions: end.regions,

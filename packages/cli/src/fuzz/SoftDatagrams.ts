@@ -156,6 +156,9 @@ export const run = (o: TargetOptions): Effect.Effect<TargetResult, unknown> =>
       yield* Effect.sleep("200 millis")
       dev.transmit = transmit
       if (captured.length === 0) return yield* Effect.fail(`the warm-up sent V1 no datagram (completions ${warm})`)
+      // one of each kind (op, flags, payload length), in that order: the seeds do not depend on how ACKs coalesced
+      const kind = (d: Buffer) => d[SoftInputs.Off.op] * 2 ** 24 + d[SoftInputs.Off.flags] * 2 ** 16 + d.length
+      const seeds = [...new Map(captured.map((d) => [kind(d), d])).values()].sort((a, b) => kind(a) - kind(b))
 
       const baseline = yield* victim.request<Stats>({ cmd: "stats" })
       const rng = Prng.forTarget(o.seed, "softverbs")
@@ -194,7 +197,7 @@ export const run = (o: TargetOptions): Effect.Effect<TargetResult, unknown> =>
         }
         const n = Math.min(BURST, o.count - counters.sent)
         for (let i = 0; i < n; i++) {
-          const { bytes: d, what } = SoftInputs.next(rng, captured, aim)
+          const { bytes: d, what } = SoftInputs.next(rng, seeds, aim)
           classes[what] = (classes[what] ?? 0) + 1
           dev.transmit(d, d.length, ready.host, ready.port)
         }
@@ -292,10 +295,11 @@ export const run = (o: TargetOptions): Effect.Effect<TargetResult, unknown> =>
         connections: counters.reconnects + 1,
         counters: {
           inputs: classes,
-          harness: { ...counters, captured: captured.length },
+          harness: { ...counters, captured: captured.length, seeds: seeds.length },
           nic: Object.fromEntries(Object.entries(soft).filter(([, v]) => v !== 0)),
           v1Completions: final?.completions.v1,
-          injected: injected ? o.inject : undefined
+          injected: injected ? o.inject : undefined,
+          victimLog: victim.logLines()
         },
         memory,
         regions,

@@ -101,6 +101,9 @@ export const commonViolations = (
   const out: Array<string> = []
   const exited = victim.exited()
   if (exited !== undefined) out.push(`the victim process exited (${exited.code ?? exited.signal}): a crash`)
+  const log = victim.logLines()
+  const errors = (log.ERROR ?? 0) + (log.FATAL ?? 0)
+  if (errors > 0) out.push(`the victim logged ${errors} error(s)`)
   if (memory.growth >= MAX_GROWTH_BYTES)
     out.push(`RSS grew ${(memory.growth / 2 ** 20).toFixed(1)} MiB after GC (limit ${MAX_GROWTH_BYTES / 2 ** 20} MiB)`)
   for (const [name, r] of Object.entries(regions)) {

@@ -121,9 +121,13 @@ export const make = (opts: Record<string, unknown>): Effect.Effect<Role, unknown
     const postV2 = (slot: number) =>
       v2.postRecv({ wrId: slot, sgList: [{ addr: clientMr.addr + v2Recv(slot), length: 64, lkey: clientMr.lkey }] })
     poll(cq1, (w) => {
-      const key = `${w.opcode === WcOpcode.RECV ? "recv" : "send"}:${w.status === WcStatus.SUCCESS ? "ok" : `status${w.status}`}`
+      // a RECV is completed by a SEND or, with its immediate, by a WRITE_WITH_IMM: either way it is posted again
+      const imm = w.opcode === WcOpcode.RECV_RDMA_WITH_IMM
+      const recv = imm || w.opcode === WcOpcode.RECV
+      const ok = w.status === WcStatus.SUCCESS
+      const key = `${imm ? "recvImm" : recv ? "recv" : "send"}:${ok ? "ok" : `status${w.status}`}`
       completions.v1[key] = (completions.v1[key] ?? 0) + 1
-      if (w.opcode === WcOpcode.RECV && w.status === WcStatus.SUCCESS && w.wrId < V1_RECVS) postV1(w.wrId)
+      if (recv && ok && w.wrId < V1_RECVS) postV1(w.wrId)
     })
     poll(cq2, (w) => {
       if (w.opcode !== WcOpcode.RECV) return
