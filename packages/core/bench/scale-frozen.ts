@@ -29,10 +29,13 @@ export interface FrozenFigures {
   readonly host: SetFigures
 }
 
-/** The numeric counters of the diagnostics, flattened (`rdma.notifyErrors`, `peerHealth.marks`, …). */
-const snapshot = (counters: Diagnostics.Counters): Map<string, number> => {
+/**
+ * The numeric counters of the diagnostics and of this engine's SoftVerbs device, flattened (`rdma.notifyErrors`,
+ * `peerHealth.marks`, `nic.rnrRetries`, …).
+ */
+export const snapshot = (counters: Diagnostics.Counters, nic: Record<string, unknown> = {}): Map<string, number> => {
   const out = new Map<string, number>()
-  for (const [group, value] of Object.entries(counters)) {
+  for (const [group, value] of [...Object.entries(counters), ["nic", nic] as const]) {
     if (value === undefined || value === null || typeof value !== "object") continue
     for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
       if (typeof v === "number") out.set(`${group}.${k}`, v)
@@ -42,8 +45,8 @@ const snapshot = (counters: Diagnostics.Counters): Map<string, number> => {
 }
 
 /** What changed between two snapshots, as `key +n` (the sends and receipts of the measurement itself left out). */
-const changes = (a: Map<string, number>, b: Map<string, number>): string => {
-  const skip = new Set(["rdma.sent", "rdma.sendsCompleted", "rdma.received", "dedup.accepted"])
+export const changes = (a: Map<string, number>, b: Map<string, number>): string => {
+  const skip = new Set(["rdma.sent", "rdma.sendsCompleted", "rdma.received", "dedup.accepted", "nic.rxPackets"])
   const out: Array<string> = []
   for (const [k, v] of b) {
     const d = v - (a.get(k) ?? 0)
@@ -60,6 +63,7 @@ export const frozenPhases = (
   set: PeerSet,
   sizes: Sizes,
   burst: number,
+  nic: () => Record<string, unknown>,
   log: (l: string) => void
 ) =>
   Effect.gen(function* () {
@@ -71,13 +75,13 @@ export const frozenPhases = (
     yield* setEcho([group], undefined)
     const measure = (what: string) =>
       Effect.gen(function* () {
-        const before = snapshot(diagnostics.counters)
+        const before = snapshot(diagnostics.counters, nic())
         const t0 = performance.now()
         const f = yield* measureSet(engine, rdma, healthy, set.healthy, sizes, echo)
         log(
           `scale frozen, ${what}: to the ${healthy.length} healthy one-way ${f.oneWayUs.toFixed(1)} µs (p90 ` +
             `${f.p90Us.toFixed(1)}), ${(f.msgsPerS / 1000).toFixed(2)} k msgs/s; ` +
-            `${((performance.now() - t0) / 1000).toFixed(1)} s; counters changed: ${changes(before, snapshot(diagnostics.counters))}`
+            `${((performance.now() - t0) / 1000).toFixed(1)} s; counters changed: ${changes(before, snapshot(diagnostics.counters, nic()))}`
         )
         return f
       })
@@ -90,7 +94,7 @@ export const frozenPhases = (
         for (const e of eps) by.set(e.status, (by.get(e.status) ?? 0) + 1)
         log(
           `scale frozen, ${what}: the frozen peers' endpoints ${[...by].map(([k, v]) => `${v} ${k}`).join(", ") || "none"}; ` +
-            `pending sends ${eps.reduce((a, e) => a + e.pending, 0)}; counters ${changes(new Map(), snapshot(diagnostics.counters))}`
+            `pending sends ${eps.reduce((a, e) => a + e.pending, 0)}; counters ${changes(new Map(), snapshot(diagnostics.counters, nic()))}`
         )
       })
     // Sends towards the frozen peers, forked; how many were posted and how many failed, when interrupted.

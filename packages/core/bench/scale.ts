@@ -33,12 +33,13 @@
  */
 import * as V8 from "node:v8"
 import * as Vm from "node:vm"
+import { SoftVerbs } from "@tent/verbs"
 import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
 import { Context, Effect, Layer, Logger, LogLevel } from "effect"
 import { Diagnostics, TransferEngine } from "../src/index.js"
 import { RdmaTransport, type RdmaTransportShape } from "../src/internal/rdma/RdmaTransport.js"
 import { engineLayer } from "../test/fixtures/engine.js"
-import { type FrozenFigures, frozenPhases } from "./scale-frozen.js"
+import { changes, type FrozenFigures, frozenPhases, snapshot } from "./scale-frozen.js"
 import {
   expectCounts,
   PHASE_TIMEOUT,
@@ -123,6 +124,9 @@ const arm = (lazy: boolean, curve: boolean, total: number, layout: Layout, sizes
     if (rdma === undefined || sent === undefined) return yield* Effect.fail(new Error("scale: no RDMA transport"))
     const device = rdma.devices[0]
     if (device === undefined) return yield* Effect.fail(new Error("scale: the initiator has no device"))
+    // The SoftVerbs device's counters (packets, retransmits, RNR retries): where a round's time went, on the wire.
+    const soft = Context.get(ctx, SoftVerbs.SoftVerbsControl).devices[0]
+    const nic = (): Record<string, unknown> => ({ ...(soft?.counters ?? {}) })
     // Memory per idle endpoint: connected (the bootstrap), no notification carried.
     const connect = (ps: typeof peers) =>
       Effect.forEach(
@@ -204,8 +208,10 @@ const arm = (lazy: boolean, curve: boolean, total: number, layout: Layout, sizes
         const subset = segments.slice(0, n)
         const base = yield* peerCounts(peers, children)
         yield* sendRound(engine, sent, subset, sizes.count)
+        const before = snapshot({}, nic())
         let ms = 0
         for (let r = 0; r < sizes.timedRounds; r++) ms += yield* sendRound(engine, sent, subset, sizes.count)
+        const wire = changes(before, snapshot({}, nic()))
         yield* expectCounts(
           peers,
           children,
@@ -217,12 +223,12 @@ const arm = (lazy: boolean, curve: boolean, total: number, layout: Layout, sizes
         msgsPerS.push(rate)
         log(
           `scale ${name} msgs/s N=${n}: ${(rate / 1000).toFixed(1)} k/s (${sizes.timedRounds} × ${sizes.count} timed, one ` +
-            `round untimed; every peer received its share)`
+            `round untimed; every peer received its share; this NIC over the timed rounds: ${wire})`
         )
       }
       if (set.frozen !== undefined) {
         const f0 = performance.now()
-        frozen = yield* frozenPhases(engine, diagnostics, sent, set, sizes, FROZEN_BURST, log)
+        frozen = yield* frozenPhases(engine, diagnostics, sent, set, sizes, FROZEN_BURST, nic, log)
         log(`scale ${name}: frozen phases ${((performance.now() - f0) / 1000).toFixed(1)} s`)
       }
     }
