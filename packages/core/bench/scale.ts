@@ -19,6 +19,8 @@
  *   takes the echo and sends the next ping with `Runtime.runSync`; each peer engine echoes from `subscribe` the same
  *   way), after an untimed warm-up that touches every one of the N peers through `sendNotification` (twice), then
  *   untimed rounds of the same ping-pong; once before the first N, a longer one over all peers (JIT, both sides).
+ * - one-way to 8 peers of one process (when there are several): as at N = 8, the 8 engines all in the first process,
+ *   beside the same floor: whether the N > 1 cost is the peer processes woken in turn or the peer engines.
  * - msgs/s at N: `count` notifications sent back to back round-robin over the N peers (each `sendNotification`
  *   returns once posted; the per-endpoint window paces), timed until every send completed on this side (the RDMA
  *   transport's `sendsCompleted`), after an untimed round (and, once before the first N, one over all peers); the
@@ -67,6 +69,8 @@ const LAZY_LAYOUT: Layout = { processes: 6, frozenGroup: 10 }
 const TENT_LAYOUT: Layout = { processes: 2, frozenGroup: 0 }
 /** Notifications sent to each frozen peer as a face starts. */
 const FROZEN_BURST = 64
+/** Peers of one process in the one-way figure beside N = 8 spread over the processes. */
+const ONE_PROCESS_PEERS = 8
 /** The connect figure's floor: the time of the first this many endpoints, connected together. */
 const CONNECT_FLOOR_PEERS = 8
 
@@ -101,6 +105,8 @@ interface ArmFigures {
   readonly oneWayUs: ReadonlyArray<number>
   readonly msgsPerS: ReadonlyArray<number>
   readonly frozen: FrozenFigures | undefined
+  /** One-way µs to the first {@link ONE_PROCESS_PEERS} peers of the first process (all of them in one process). */
+  readonly oneProcessUs: number | undefined
 }
 
 /** One arm: peers, the initiator engine, its idle endpoints' memory, and (when `curve`) the curve and frozen phases. */
@@ -172,6 +178,7 @@ const arm = (lazy: boolean, curve: boolean, total: number, layout: Layout, sizes
     const oneWayUs: Array<number> = []
     const msgsPerS: Array<number> = []
     let frozen: FrozenFigures | undefined
+    let oneProcessUs: number | undefined
     if (curve) {
       const segments = peers.map((p) => p.segment)
       yield* setEcho(children, engine.segmentName)
@@ -193,6 +200,19 @@ const arm = (lazy: boolean, curve: boolean, total: number, layout: Layout, sizes
         log(
           `scale ${name} one-way N=${n}: ${us.toFixed(1)} µs (p90 RTT/2 ${(quantile(rtts, 0.9) * 500).toFixed(1)} µs; ` +
             `warm-up ${((t0 - w0) / 1000).toFixed(1)} s, timed ${((performance.now() - t0) / 1000).toFixed(1)} s)`
+        )
+      }
+      // Where N peers' extra latency is: the same number of peer engines all in one process (one wakes per ping).
+      const local = peers.filter((p) => p.child === children[0]).map((p) => p.segment)
+      if (children.length > 1 && local.length >= ONE_PROCESS_PEERS) {
+        const subset = local.slice(0, ONE_PROCESS_PEERS)
+        yield* warmUp(engine, subset, 2 * ONE_PROCESS_PEERS)
+        yield* pingPong(engine, subset, sizes.warmup)
+        const rtts = yield* pingPong(engine, subset, sizes.rounds)
+        oneProcessUs = (quantile(rtts, 0.5) / 2) * 1000
+        log(
+          `scale ${name} one-way to ${ONE_PROCESS_PEERS} peers of one process: ${oneProcessUs.toFixed(1)} µs (p90 RTT/2 ` +
+            `${(quantile(rtts, 0.9) * 500).toFixed(1)} µs)`
         )
       }
       const eps2 = yield* diagnostics.endpoints
@@ -243,7 +263,8 @@ const arm = (lazy: boolean, curve: boolean, total: number, layout: Layout, sizes
       sizes: curveSizes,
       oneWayUs,
       msgsPerS,
-      frozen
+      frozen,
+      oneProcessUs
     } satisfies ArmFigures
   })
 
@@ -309,6 +330,11 @@ const results = (a: ArmFigures): Array<BenchResult> => {
       figure(`scale_msgs_per_s_n${n}_${suffix}`, "msg/s", "higher", rate, i === 0 ? first(a.msgsPerS) : rateFloor)
     )
   })
+  if (a.oneProcessUs !== undefined) {
+    out.push(
+      figure(`scale_one_way_us_n${ONE_PROCESS_PEERS}_one_process_${suffix}`, "us", "lower", a.oneProcessUs, oneFloor)
+    )
+  }
   const f = a.frozen
   if (f !== undefined) {
     out.push(
