@@ -130,7 +130,8 @@ const mutateBootstrap = (rng: Prng, body: Buffer, layout: Layout): Buffer => {
         )
         break
       default:
-        o[key] = awkward(rng)
+        // an own property, so that `__proto__` and `constructor` go out as keys of the JSON
+        Object.defineProperty(o, key, { value: awkward(rng), enumerable: true, configurable: true, writable: true })
     }
   }
   let text = json(o)
