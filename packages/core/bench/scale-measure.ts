@@ -56,6 +56,31 @@ export const warmUp = (engine: TransferEngine.TransferEngineShape, segments: Rea
   )
 
 /**
+ * One notification to every peer, `concurrency` at a time (the first send to a peer fetches its descriptor, and its
+ * echo the initiator's), then waits (bounded) until as many echoes were queued here: the slow first touch of every
+ * endpoint, done in parallel before the sequential {@link warmUp}.
+ */
+export const touchAll = (
+  engine: TransferEngine.TransferEngineShape,
+  segments: ReadonlyArray<string>,
+  concurrency = 8
+) =>
+  Effect.gen(function* () {
+    yield* engine.receiveNotifications
+    yield* Effect.forEach(segments, (s) => engine.sendNotification(s, ping), { concurrency, discard: true })
+    let got = 0
+    while (got < segments.length) {
+      got += (yield* engine.receiveNotifications).length
+      if (got < segments.length) yield* Effect.sleep("5 millis")
+    }
+  }).pipe(
+    Effect.timeoutFail({
+      duration: PHASE_TIMEOUT,
+      onTimeout: () => new Error(`scale first touch of ${segments.length} peers: not every echo came back`)
+    })
+  )
+
+/**
  * `total` timed ping-pongs, ping i to peer i % n, one in flight: this engine's `subscribe` handler records the RTT and
  * sends the next ping with `Runtime.runSync` (every endpoint READY after {@link warmUp}). The RTTs in ms.
  */

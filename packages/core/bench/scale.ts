@@ -50,6 +50,7 @@ import {
   type Sizes,
   sendRound,
   share,
+  touchAll,
   warmUp
 } from "./scale-measure.js"
 import { armConfig, type Layout, lightConfig, peerCounts, setEcho, spawnPeers } from "./scale-peers.js"
@@ -182,9 +183,11 @@ const arm = (lazy: boolean, curve: boolean, total: number, layout: Layout, sizes
     if (curve) {
       const segments = peers.map((p) => p.segment)
       yield* setEcho(children, engine.segmentName)
-      // JIT first, both sides: every peer touched through the full path, then untimed rounds of the timed path over
-      // all of them (without it the first N = 1 measured the code being compiled: 376 µs, 57 µs at its second run).
+      // JIT first, both sides: every peer touched through the full path (first in parallel: the descriptor fetches),
+      // then untimed rounds of the timed path over all of them (without it the first N = 1 measured the code being
+      // compiled: 376 µs, 57 µs at its second run).
       const j0 = performance.now()
+      yield* touchAll(engine, segments)
       yield* warmUp(engine, segments, 2 * total)
       yield* pingPong(engine, segments, sizes.jit)
       log(`scale ${name}: JIT warm-up over all ${total} peers ${((performance.now() - j0) / 1000).toFixed(1)} s`)
