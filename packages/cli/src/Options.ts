@@ -277,7 +277,7 @@ export const benchOptions = {
   ),
   scale: Options.boolean("scale").pipe(
     Options.withDescription(
-      "with engine: only the scale suite (packages/core/bench/scale.ts): one-way latency and msgs/s from one engine to 1, 8, 64 and 256 peer engines, and memory per idle endpoint, with lazy and TENT notify slots"
+      "with engine: only the scale suite (packages/core/bench/scale.ts): one-way latency and msgs/s from one engine to 1, 8, 64, 256 and 1000 peer engines (1000 with lazy slots only), 10 of 1000 frozen (application, host), memory per idle endpoint and connect time, with lazy and TENT notify slots"
     )
   ),
   quick: Options.boolean("quick").pipe(Options.withDescription("fewer iterations (about 30 s per suite)")),

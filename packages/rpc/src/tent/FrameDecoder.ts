@@ -27,6 +27,8 @@ import {
 const frameError = (reason: CoroRpcFrameError["reason"], message: string) => new CoroRpcFrameError({ reason, message })
 
 const EMPTY = Buffer.alloc(0)
+/** A frame's first payload buffer; it doubles as the bytes come, up to the size its header announced. */
+const PAYLOAD_START = 64 * 1024
 
 /**
  * Caps a decoder enforces before it allocates: a header announcing more is refused with `Oversized`.
@@ -126,6 +128,8 @@ export class FrameDecoder<K extends "request" | "response" = "request" | "respon
   private header: RequestHeader | ResponseHeader | undefined = undefined
   private payload: Buffer = EMPTY
   private payloadFill = 0
+  /** Bytes the current frame's header announced (body + attachment). */
+  private payloadTotal = 0
   private failed: CoroRpcFrameError | undefined = undefined
   private readonly headBytes: number
 
@@ -184,17 +188,27 @@ export class FrameDecoder<K extends "request" | "response" = "request" | "respon
           return Either.left(bad)
         }
         this.header = h
-        this.payload = Buffer.allocUnsafe(h.length + h.attachLength)
+        // memory grows with the bytes that arrive, not with what a header announces (a peer that announces the cap
+        // and sends nothing holds 64 KiB, not the cap)
+        this.payloadTotal = h.length + h.attachLength
+        this.payload = Buffer.allocUnsafe(Math.min(this.payloadTotal, PAYLOAD_START))
         this.payloadFill = 0
       }
-      const want = this.payload.length - this.payloadFill
+      const want = this.payloadTotal - this.payloadFill
       const n = Math.min(want, chunk.length - i)
       if (n > 0) {
+        if (this.payloadFill + n > this.payload.length) {
+          const grown = Buffer.allocUnsafe(
+            Math.min(this.payloadTotal, Math.max(this.payload.length * 2, this.payloadFill + n))
+          )
+          this.payload.copy(grown, 0, 0, this.payloadFill)
+          this.payload = grown
+        }
         this.payload.set(chunk.subarray(i, i + n), this.payloadFill)
         this.payloadFill += n
         i += n
       }
-      if (this.payloadFill < this.payload.length) break
+      if (this.payloadFill < this.payloadTotal) break
       const h = this.header
       out.push({
         header: h,
@@ -205,6 +219,7 @@ export class FrameDecoder<K extends "request" | "response" = "request" | "respon
       this.headFill = 0
       this.payload = EMPTY
       this.payloadFill = 0
+      this.payloadTotal = 0
     }
     return Either.right(out)
   }

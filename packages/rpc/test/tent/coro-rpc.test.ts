@@ -253,6 +253,31 @@ describe("CoroRpc FrameDecoder", () => {
     }
   })
 
+  it("memory grows with the bytes that come, not with a header's announced size; a frame sent in pieces is whole", () => {
+    const big = 90 * 1024 * 1024
+    const limits = { maxBody: 1024, maxAttachment: big }
+    const whole = CoroRpc.encodeRequest({ seqNum: 3, funcId: 6, attachment: Buffer.alloc(200_000, 7) })
+    const header = whole.subarray(0, 20)
+    // 100 connections announcing 90 MiB each and sending only their 20-byte headers
+    const before = process.memoryUsage().arrayBuffers
+    const held = Array.from({ length: 100 }, () => {
+      const d = new CoroRpc.FrameDecoder("request", limits)
+      const announced = Buffer.from(header)
+      announced.writeUInt32LE(big, 16) // the header's attach_length (a u32 LE at byte 16)
+      expect(Either.getOrThrow(d.push(announced))).toEqual([])
+      return d
+    })
+    const grown = process.memoryUsage().arrayBuffers - before
+    expect(grown).toBeLessThan(64 * 1024 * 1024) // 100 × 90 MiB when the header's size was allocated at once
+    expect(held.length).toBe(100)
+    // the same frame in 1000-byte pieces decodes to the bytes sent
+    const d = new CoroRpc.FrameDecoder("request", limits)
+    const frames = []
+    for (let i = 0; i < whole.length; i += 1000) frames.push(...Either.getOrThrow(d.push(whole.subarray(i, i + 1000))))
+    expect(frames.length).toBe(1)
+    expect(Buffer.from(frames[0]?.attachment ?? []).equals(Buffer.alloc(200_000, 7))).toBe(true)
+  })
+
   it("malformed input never throws: random garbage yields frames or a typed error, and stays failed", () => {
     const r = rng(7)
     let refused = 0
