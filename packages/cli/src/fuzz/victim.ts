@@ -9,18 +9,13 @@
  */
 import { createInterface } from "node:readline"
 import { Effect, Logger, Runtime, type Scope } from "effect"
+import type { Role } from "./role.js"
 import * as EngineVictim from "./victimEngine.js"
 import * as VerbsVictim from "./victimVerbs.js"
 
 if (process.env.TENT_FUZZ_VICTIM !== "1") {
   process.stderr.write("this is a tent fuzz victim process; run `tent fuzz` instead\n")
   process.exit(2)
-}
-
-/** What a victim role gives the line loop: its ready line and its request handler. */
-export interface Role {
-  readonly ready: Record<string, unknown>
-  readonly on: (message: Record<string, unknown>) => Effect.Effect<Record<string, unknown>, unknown>
 }
 
 const opts = JSON.parse(process.argv[2] ?? "{}") as Record<string, unknown>

@@ -14,7 +14,7 @@ import { RailHealth } from "@tent/health"
 import { SoftVerbs } from "@tent/verbs"
 import { Context, Effect, Layer, Metric, MetricState, type Scope } from "effect"
 import { afterGc, type Guarded, guarded } from "./Regions.js"
-import type { Role } from "./victim.js"
+import type { Role } from "./role.js"
 
 /** The name prefix of the real client's notifications; `k` follows. */
 export const CLIENT_PREFIX = "fuzz-client-"

@@ -30,7 +30,7 @@ import {
 } from "@tent/verbs"
 import { Effect, type Scope } from "effect"
 import { afterGc, type Guarded, guarded } from "./Regions.js"
-import type { Role } from "./victim.js"
+import type { Role } from "./role.js"
 
 /** Bytes of each region; V1's RECVs take the first half of the target, V2's the second half of the client. */
 export const VERBS_REGION_BYTES = 64 * 1024
