@@ -185,8 +185,14 @@ export const makeListener = (options: ListenerOptions = {}): Effect.Effect<Bound
   }
   const secret =
     typeof options.secret === "string" ? options.secret : Redacted.value(options.secret ?? Redacted.make(""))
-  if (secret !== "" && Buffer.byteLength(secret) < 16) {
-    return Effect.fail(new ServerError({ host, port, message: "the control plane's secret must be at least 16 bytes" }))
+  if (secret !== "" && Buffer.byteLength(secret) < Auth.MIN_SECRET_BYTES) {
+    return Effect.fail(
+      new ServerError({
+        host,
+        port,
+        message: `the control plane's secret must be at least ${Auth.MIN_SECRET_BYTES} bytes`
+      })
+    )
   }
   return bind(host, port, {
     maxNotifyBytes: options.maxNotifyBytes ?? defaults.max_notify_bytes,

@@ -9,31 +9,12 @@
  * wrong token (half the bits of a half wrong, or none), go to V2 (always with a wrong token: V2 is the real client's)
  * or to a QP number no QP has.
  */
+import { HDR, Off, Op, PSN_MASK } from "@tent/verbs/testing/packet"
 import { havoc, interesting32, putU32 } from "./Mutate.js"
 import type { Prng } from "./Prng.js"
 
-/** Header offsets and ops of the SoftVerbs wire (version 2). */
-export const HDR = 56
-export const Off = {
-  version: 0,
-  op: 1,
-  flags: 2,
-  syndrome: 3,
-  dstQpn: 4,
-  srcQpn: 8,
-  psn: 12,
-  ack: 16,
-  imm: 20,
-  rkey: 24,
-  msgLen: 28,
-  raddr: 32,
-  offset: 40,
-  payloadLen: 44,
-  tokenLo: 48,
-  tokenHi: 52
-} as const
-export const Op = { SEND: 1, WRITE: 2, READ_REQ: 3, READ_RESP: 4, ACK: 5, NAK: 6 } as const
-const PSN_MASK = 0xffffff
+/** The SoftVerbs wire's header (version 2), as the provider reads it. */
+export { HDR, Off, Op } from "@tent/verbs/testing/packet"
 
 /** What the mutations aim at: the QPs, V1's position and the victim's regions. */
 export interface Aim {

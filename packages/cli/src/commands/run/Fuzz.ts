@@ -12,21 +12,7 @@ import { freshSeed } from "../../fuzz/Prng.js"
 import { type TargetName, targets } from "../../fuzz/Target.js"
 import type { FuzzOptions } from "../../Options.js"
 import { CliFailure, failWith, UsageFailure } from "../../Render.js"
-
-let exitHook = false
-const killOnExit = () => {
-  if (exitHook) return
-  exitHook = true
-  process.on("exit", () => {
-    for (const pid of live) {
-      try {
-        process.kill(pid, "SIGKILL")
-      } catch {
-        // already gone
-      }
-    }
-  })
-}
+import { killOnExit } from "./killOnExit.js"
 
 export const run = (o: FuzzOptions) =>
   Effect.gen(function* () {
@@ -39,7 +25,7 @@ export const run = (o: FuzzOptions) =>
     yield* info(
       `tent fuzz: seed ${seed}; ${o.count.toLocaleString("en-US")} inputs per target; targets ${chosen.join(", ")} (replay: tent fuzz --seed ${seed} --count ${o.count}${o.target === "all" ? "" : ` --target ${o.target}`})`
     )
-    killOnExit()
+    killOnExit(live)
     // the fuzzer's own engines (the notify-slots client) take the configuration it gives them, not the shell's
     for (const name of Object.keys(process.env)) if (isConfigVariable(name)) delete process.env[name]
     const results = yield* Fuzz.run({

@@ -23,6 +23,7 @@ import {
   title
 } from "../../probe/Matrix.js"
 import { CliFailure, failWith } from "../../Render.js"
+import { killOnExit } from "./killOnExit.js"
 
 /** The arms of `--arm both`, in the order they run within a scenario. */
 export const bothArms: ReadonlyArray<Arm> = ["legacy", "series"]
@@ -91,21 +92,6 @@ const parseOnly = (text: string): ReadonlyArray<Entry> | CliFailure => {
   return out
 }
 
-let exitHook = false
-const killOnExit = () => {
-  if (exitHook) return
-  exitHook = true
-  process.on("exit", () => {
-    for (const pid of live) {
-      try {
-        process.kill(pid, "SIGKILL")
-      } catch {
-        // already gone
-      }
-    }
-  })
-}
-
 export const run = (o: ProbeOptions) =>
   Effect.gen(function* () {
     const only = Option.match(o.only, { onNone: () => entries, onSome: parseOnly })
@@ -138,7 +124,7 @@ export const run = (o: ProbeOptions) =>
         "series arm: Series.all = RFC PRs 1-7 (QpRetirement, ParamsFromEndpoint, RpcFallback, PeerHealth, DescriptorPolicy, Dedup, Resend)"
       )
     }
-    killOnExit()
+    killOnExit(live)
     const view = new View(process.stderr)
     const rows: Array<Row> = []
     const t0 = performance.now()

@@ -15,27 +15,13 @@ import * as Hosts from "../../soak/Hosts.js"
 import { live } from "../../soak/Process.js"
 import { describeFault, fullPace, quickPace, schedule } from "../../soak/Schedule.js"
 import { type ArmResult, runArm } from "../../soak/Soak.js"
+import { killOnExit } from "./killOnExit.js"
 
 const figuresLine = (f: Figures) =>
   `${f.calls} calls (${f.ok} ok, ${f.failed} failed, ${f.unfinished} unfinished), ${f.delivered} delivered, ${f.duplicates} duplicates, ${f.undelivered} undelivered, ${f.silent} silent, longest call ${f.longestCallMs} ms, ${f.callsOver1s} over 1 s (sendNotification alone: longest ${f.longestNotifyMs} ms, ${f.notifyCallsOver1s} over 1 s)`
 
 const windowRow = (w: WindowFigures) =>
   `    ${w.startS.toFixed(1).padStart(6)} s  ${w.fault.padEnd(26)} ${w.lastedS.toFixed(1)} s: ${figuresLine(w)}; RDMA back ${w.rdmaBackS < 0 ? "never" : `${w.rdmaBackS} s`} after its end`
-
-let exitHook = false
-const killOnExit = () => {
-  if (exitHook) return
-  exitHook = true
-  process.on("exit", () => {
-    for (const pid of live) {
-      try {
-        process.kill(pid, "SIGKILL")
-      } catch {
-        // already gone
-      }
-    }
-  })
-}
 
 export const run = (o: SoakOptions) =>
   Effect.gen(function* () {
@@ -54,7 +40,7 @@ export const run = (o: SoakOptions) =>
     yield* info(
       `tent soak: seed ${seed}; ${count} notifications per arm at ${rate}/s (every 4th bound to a 4 KiB transfer), two namespaced hosts, two rails and a control-plane link each; ${faults.length} faults: ${faults.map((f) => `${describeFault(f.fault)} at ${(f.atMs / 1000).toFixed(1)} s for ${(f.forMs / 1000).toFixed(1)} s`).join("; ")}`
     )
-    killOnExit()
+    killOnExit(live)
     const view = new View(process.stderr)
     const results: Array<ArmResult> = []
     for (const arm of arms) {
