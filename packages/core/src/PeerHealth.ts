@@ -47,6 +47,14 @@ export interface PeerHealthPolicyShape {
    * charged either way.
    */
   readonly chargeUnansweredBootstrap: boolean
+  /**
+   * Whether a slice whose endpoint is not READY bootstraps on the transfer worker that took it, as TENT's
+   * `Workers::getEndpoint` does (legacy: true): the worker waits the whole bootstrap, so one frozen peer holds it, and
+   * every slice queued behind it (to any peer) waits out that peer's timeout. PR 4 (and beyond the RFC): false — the
+   * bootstrap and the post run in a fiber of their own and the worker takes its next slice at once (a frozen peer
+   * costs the others nothing; one endpoint is still bootstrapped once, however many slices wait on it).
+   */
+  readonly bootstrapOnWorker: boolean
   /** The policy's live counters, for tools and tests (`Diagnostics.counters.peerHealth`); legacy: none. */
   readonly metrics: HealthRecord.PeerHealthMetrics | undefined
 }
@@ -72,6 +80,7 @@ export const legacy: PeerHealthPolicyShape = {
   unreachable: () => false,
   start: () => Effect.void,
   chargeUnansweredBootstrap: true,
+  bootstrapOnWorker: true,
   metrics: undefined
 }
 
@@ -88,7 +97,8 @@ export const layerLegacy: Layer.Layer<PeerHealthPolicy> = Layer.succeed(PeerHeal
  * prober (`start`) re-checks marked peers every `peer_health/probe_interval_ms` with the plain agent's `Probe`
  * bounded by `rpc/probe_timeout_ms`; the wait for a notify send slot is bounded at 1 s, and skipped while the peer is
  * marked (then PR 3's fallback, which fails fast too: the RFC's "31 s once, then 0 s"); an unanswered bootstrap is
- * not charged to the NIC pair.
+ * not charged to the NIC pair; a slice's bootstrap runs off the transfer worker, so a frozen peer's timeout holds no
+ * worker that other peers' slices wait on.
  *
  * @since 0.1.0
  */
@@ -103,6 +113,7 @@ export const fromRecord = (record: HealthRecord.PeerHealthShape, probeTimeoutMs:
       )
     ),
   chargeUnansweredBootstrap: false,
+  bootstrapOnWorker: false,
   metrics: record.metrics
 })
 

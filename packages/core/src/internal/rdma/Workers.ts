@@ -327,8 +327,14 @@ export const make = (
         if (got.right.status !== "READY") return void retryOrFail(slice, "endpoint not ready")
         postOn(slice, l, r, got.right)
       })
+    // TENT's workers wait out each bootstrap; with PR 4 a worker hands the bootstrap to a fiber of its own (in the
+    // transport's scope) and takes the next slice at once: no peer's timeout holds a worker another peer waits on.
+    const workerScope = yield* Effect.scope
+    const take = health.bootstrapOnWorker
+      ? postSlow
+      : (slice: Slice) => Effect.asVoid(Effect.forkIn(postSlow(slice), workerScope))
     for (let i = 0; i < settings.workers.numWorkers; i++)
-      yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(slow), postSlow)))
+      yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(slow), take)))
 
     const disable = (ep: RdmaEndpoint, slice: Slice): Effect.Effect<void> =>
       Effect.zipRight(
