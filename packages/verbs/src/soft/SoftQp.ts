@@ -63,6 +63,28 @@ export interface QpCounters {
   protocolErrors: number
 }
 
+/** Slots a QP's send and receive rings start with (each doubles on demand up to the QP's max_send_wr / max_recv_wr). */
+export const INITIAL_RING = 8
+
+type Ring = Float64Array | Uint32Array | Uint8Array
+
+/** Moves the live entries `head..tail` (`stride` elements each) of a ring of `from` slots to one of `to` slots. */
+const regrow = <A extends Ring>(
+  old: A,
+  next: A,
+  from: number,
+  to: number,
+  head: number,
+  tail: number,
+  stride: number
+) => {
+  for (let i = head; i < tail; i++) {
+    const a = (i % from) * stride
+    next.set(old.subarray(a, a + stride), (i % to) * stride)
+  }
+  return next
+}
+
 /**
  * A SoftVerbs RC QP. The Effect-returning methods are filled in by the provider (they wrap the sync ones). The fields
  * below the public API are the QP record the `qp/` modules read and write; nothing outside `soft/` touches them.
@@ -103,26 +125,28 @@ export class SoftQp implements QueuePair {
   txTokenLo = 0
   txTokenHi = 0
 
-  // Send queue: absolute indices, slot = index % sqCap.
+  // Send queue: absolute indices, slot = index % sqRing. The ring starts at INITIAL_RING slots (at most `sqCap`, the
+  // QP's max_send_wr) and doubles when a post finds it full: an idle QP holds a few KiB, not max_send_wr × its WQE size.
   readonly sqCap: number
+  sqRing: number
   readonly maxSge: number
   readonly maxInline: number
-  readonly wqWrId: Float64Array
-  readonly wqOpcode: Uint8Array
-  readonly wqSignaled: Uint8Array
-  readonly wqInline: Uint8Array
-  readonly wqImm: Uint32Array
-  readonly wqRaddr: Float64Array
-  readonly wqRkey: Uint32Array
-  readonly wqLen: Float64Array
-  readonly wqFirstPsn: Float64Array
-  readonly wqNpkts: Uint32Array
-  readonly wqReadGot: Uint32Array
-  readonly wqNumSge: Uint8Array
-  readonly wqSgeAddr: Float64Array
-  readonly wqSgeLen: Uint32Array
-  readonly wqSgeLkey: Uint32Array
-  readonly inlineData: Buffer
+  wqWrId: Float64Array
+  wqOpcode: Uint8Array
+  wqSignaled: Uint8Array
+  wqInline: Uint8Array
+  wqImm: Uint32Array
+  wqRaddr: Float64Array
+  wqRkey: Uint32Array
+  wqLen: Float64Array
+  wqFirstPsn: Float64Array
+  wqNpkts: Uint32Array
+  wqReadGot: Uint32Array
+  wqNumSge: Uint8Array
+  wqSgeAddr: Float64Array
+  wqSgeLen: Uint32Array
+  wqSgeLkey: Uint32Array
+  inlineData: Buffer
   head = 0
   tail = 0
   txIdx = 0
@@ -138,14 +162,15 @@ export class SoftQp implements QueuePair {
   /** Packets allowed in flight: `maxWindow`, cut to RECOVERY_WINDOW by a timeout and doubled back on each ACK. */
   cwnd: number
 
-  // Receive queue.
+  // Receive queue: slot = index % rqRing, grown as the send queue's up to `rqCap` (max_recv_wr).
   readonly rqCap: number
+  rqRing: number
   readonly maxRecvSge: number
-  readonly rqWrId: Float64Array
-  readonly rqNumSge: Uint8Array
-  readonly rqSgeAddr: Float64Array
-  readonly rqSgeLen: Uint32Array
-  readonly rqSgeLkey: Uint32Array
+  rqWrId: Float64Array
+  rqNumSge: Uint8Array
+  rqSgeAddr: Float64Array
+  rqSgeLen: Uint32Array
+  rqSgeLkey: Uint32Array
   rqHead = 0
   rqTail = 0
 
@@ -198,7 +223,8 @@ export class SoftQp implements QueuePair {
     this.sqCap = Math.max(1, cap.maxSendWr)
     this.maxSge = Math.max(1, cap.maxSendSge)
     this.maxInline = cap.maxInlineData
-    const n = this.sqCap
+    const n = Math.min(this.sqCap, INITIAL_RING)
+    this.sqRing = n
     this.wqWrId = new Float64Array(n)
     this.wqOpcode = new Uint8Array(n)
     this.wqSignaled = new Uint8Array(n)
@@ -217,11 +243,13 @@ export class SoftQp implements QueuePair {
     this.inlineData = Buffer.alloc(n * this.maxInline)
     this.rqCap = Math.max(1, cap.maxRecvWr)
     this.maxRecvSge = Math.max(1, cap.maxRecvSge)
-    this.rqWrId = new Float64Array(this.rqCap)
-    this.rqNumSge = new Uint8Array(this.rqCap)
-    this.rqSgeAddr = new Float64Array(this.rqCap * this.maxRecvSge)
-    this.rqSgeLen = new Uint32Array(this.rqCap * this.maxRecvSge)
-    this.rqSgeLkey = new Uint32Array(this.rqCap * this.maxRecvSge)
+    const r = Math.min(this.rqCap, INITIAL_RING)
+    this.rqRing = r
+    this.rqWrId = new Float64Array(r)
+    this.rqNumSge = new Uint8Array(r)
+    this.rqSgeAddr = new Float64Array(r * this.maxRecvSge)
+    this.rqSgeLen = new Uint32Array(r * this.maxRecvSge)
+    this.rqSgeLkey = new Uint32Array(r * this.maxRecvSge)
     this.maxWindow = device.windowFor(this.mtu)
     this.cwnd = this.maxWindow
     this.placementDelayMs = device.placementDelayMs
@@ -232,6 +260,47 @@ export class SoftQp implements QueuePair {
   readonly onRetryTimer = (): void => Requester.onRetryTimer(this)
   readonly onRetryConfirm = (): void => Requester.onRetryConfirm(this)
   readonly onPlacementTimer = (): void => Placement.onPlacementTimer(this)
+
+  /** The send queue is full at its ring's size (below `sqCap`): doubles the ring, the live WQEs moved to their slots. */
+  growSq(): void {
+    const from = this.sqRing
+    const to = Math.min(this.sqCap, from * 2)
+    const h = this.head
+    const t = this.tail
+    this.wqWrId = regrow(this.wqWrId, new Float64Array(to), from, to, h, t, 1)
+    this.wqOpcode = regrow(this.wqOpcode, new Uint8Array(to), from, to, h, t, 1)
+    this.wqSignaled = regrow(this.wqSignaled, new Uint8Array(to), from, to, h, t, 1)
+    this.wqInline = regrow(this.wqInline, new Uint8Array(to), from, to, h, t, 1)
+    this.wqImm = regrow(this.wqImm, new Uint32Array(to), from, to, h, t, 1)
+    this.wqRaddr = regrow(this.wqRaddr, new Float64Array(to), from, to, h, t, 1)
+    this.wqRkey = regrow(this.wqRkey, new Uint32Array(to), from, to, h, t, 1)
+    this.wqLen = regrow(this.wqLen, new Float64Array(to), from, to, h, t, 1)
+    this.wqFirstPsn = regrow(this.wqFirstPsn, new Float64Array(to), from, to, h, t, 1)
+    this.wqNpkts = regrow(this.wqNpkts, new Uint32Array(to), from, to, h, t, 1)
+    this.wqReadGot = regrow(this.wqReadGot, new Uint32Array(to), from, to, h, t, 1)
+    this.wqNumSge = regrow(this.wqNumSge, new Uint8Array(to), from, to, h, t, 1)
+    const g = this.maxSge
+    this.wqSgeAddr = regrow(this.wqSgeAddr, new Float64Array(to * g), from, to, h, t, g)
+    this.wqSgeLen = regrow(this.wqSgeLen, new Uint32Array(to * g), from, to, h, t, g)
+    this.wqSgeLkey = regrow(this.wqSgeLkey, new Uint32Array(to * g), from, to, h, t, g)
+    this.inlineData = regrow(this.inlineData, Buffer.alloc(to * this.maxInline), from, to, h, t, this.maxInline)
+    this.sqRing = to
+  }
+
+  /** The receive queue is full at its ring's size (below `rqCap`): doubles the ring, the posted RECVs moved. */
+  growRq(): void {
+    const from = this.rqRing
+    const to = Math.min(this.rqCap, from * 2)
+    const h = this.rqHead
+    const t = this.rqTail
+    const g = this.maxRecvSge
+    this.rqWrId = regrow(this.rqWrId, new Float64Array(to), from, to, h, t, 1)
+    this.rqNumSge = regrow(this.rqNumSge, new Uint8Array(to), from, to, h, t, 1)
+    this.rqSgeAddr = regrow(this.rqSgeAddr, new Float64Array(to * g), from, to, h, t, g)
+    this.rqSgeLen = regrow(this.rqSgeLen, new Uint32Array(to * g), from, to, h, t, g)
+    this.rqSgeLkey = regrow(this.rqSgeLkey, new Uint32Array(to * g), from, to, h, t, g)
+    this.rqRing = to
+  }
 
   // ---------------------------------------------------------------------------------------------------------------
   // Data path (hot)

@@ -61,7 +61,7 @@ export const pump = (qp: SoftQp): void => {
   const limit = qp.state === QpState.SQD ? qp.sqdLimit : qp.tail
   if (qp.txIdx < limit && !outstanding(qp)) qp.lastProgress = now()
   while (qp.txIdx < limit) {
-    const s = qp.txIdx % qp.sqCap
+    const s = qp.txIdx % qp.sqRing
     const npkts = qp.wqNpkts[s] as number
     const isRead = qp.wqOpcode[s] === WrOpcode.RDMA_READ
     // A READ (re-)requested after a go-back starts at its first missing response; one fully read needs no request.
@@ -146,7 +146,7 @@ const transmitPacket = (qp: SoftQp, s: number, pkt: number, psn: number): boolea
 /** Go-back-N: the next packet to transmit becomes `psn`. */
 const rewind = (qp: SoftQp, psn: number): void => {
   for (let i = qp.head; i < qp.tail; i++) {
-    const s = i % qp.sqCap
+    const s = i % qp.sqRing
     const first = qp.wqFirstPsn[s] as number
     const npkts = qp.wqNpkts[s] as number
     if (psn < first + npkts) {
@@ -177,7 +177,7 @@ const advance = (qp: SoftQp, ack: number): boolean => {
   let wentBack = false
   if (qp.readsOutstanding > 0) {
     for (let i = qp.head; i < qp.tail; i++) {
-      const s = i % qp.sqCap
+      const s = i % qp.sqRing
       const first = qp.wqFirstPsn[s] as number
       if (first > limit) break
       const got = qp.wqReadGot[s] as number
@@ -197,7 +197,7 @@ const advance = (qp: SoftQp, ack: number): boolean => {
   if (limit <= qp.acked) return wentBack
   qp.acked = limit
   // After a go-back-N the ACK may cover packets not yet resent: they arrived, so transmission resumes after them.
-  if (qp.txIdx < qp.tail && (qp.wqFirstPsn[qp.txIdx % qp.sqCap] as number) + qp.txPkt <= limit) rewind(qp, limit + 1)
+  if (qp.txIdx < qp.tail && (qp.wqFirstPsn[qp.txIdx % qp.sqRing] as number) + qp.txPkt <= limit) rewind(qp, limit + 1)
   if (qp.cwnd < qp.maxWindow) qp.cwnd = Math.min(qp.maxWindow, qp.cwnd * 2)
   qp.retries = 0
   qp.rnrRetries = 0
@@ -209,7 +209,7 @@ const advance = (qp: SoftQp, ack: number): boolean => {
 /** Completes, in order, every WQE at the head that is fully acknowledged (or, for a READ, fully read). */
 export const completeFromHead = (qp: SoftQp): void => {
   while (qp.head < qp.tail) {
-    const s = qp.head % qp.sqCap
+    const s = qp.head % qp.sqRing
     const op = qp.wqOpcode[s] as number
     if (op === WrOpcode.RDMA_READ) {
       if (qp.wqReadGot[s] !== qp.wqNpkts[s]) break
@@ -270,7 +270,7 @@ export const onNak = (qp: SoftQp, syndrome: number, wirePsn: number, rnrTimer: n
     case Nak.RNR: {
       qp.rnrRetries++
       if (qp.rnrRetry !== RNR_RETRY_INFINITE && qp.rnrRetries > qp.rnrRetry) {
-        fail(qp, qp.head % qp.sqCap, WcStatus.RNR_RETRY_EXC_ERR)
+        fail(qp, qp.head % qp.sqRing, WcStatus.RNR_RETRY_EXC_ERR)
         return
       }
       qp.device.counters.rnrRetries++
@@ -289,10 +289,10 @@ export const onNak = (qp: SoftQp, syndrome: number, wirePsn: number, rnrTimer: n
       return
     }
     case Nak.ACCESS:
-      fail(qp, qp.head % qp.sqCap, WcStatus.REM_ACCESS_ERR)
+      fail(qp, qp.head % qp.sqRing, WcStatus.REM_ACCESS_ERR)
       return
     default:
-      fail(qp, qp.head % qp.sqCap, WcStatus.REM_INV_REQ_ERR)
+      fail(qp, qp.head % qp.sqRing, WcStatus.REM_INV_REQ_ERR)
   }
 }
 
@@ -311,7 +311,7 @@ export const onReadResp = (qp: SoftQp, msg: Buffer, wirePsn: number, plen: numbe
   if (qp.state !== QpState.RTS && qp.state !== QpState.SQD) return
   const psn = unwrapPsn(wirePsn, qp.acked + 1)
   for (let i = qp.head; i < qp.txIdx || (i === qp.txIdx && qp.txPkt > 0); i++) {
-    const s = i % qp.sqCap
+    const s = i % qp.sqRing
     const first = qp.wqFirstPsn[s] as number
     const npkts = qp.wqNpkts[s] as number
     if (psn < first) return
@@ -426,7 +426,7 @@ export const onRetryConfirm = (qp: SoftQp): void => {
   qp.device.run(() => {
     qp.retries++
     if (qp.retries > qp.retryCnt) {
-      fail(qp, qp.head % qp.sqCap, WcStatus.RETRY_EXC_ERR)
+      fail(qp, qp.head % qp.sqRing, WcStatus.RETRY_EXC_ERR)
       return
     }
     qp.device.counters.retransmits++
@@ -459,7 +459,7 @@ export const stopTimers = (qp: SoftQp): void => {
  */
 const fail = (qp: SoftQp, s: number, status: number): void => {
   for (let guard = qp.tail - qp.head; guard > 0; guard--) {
-    const h = qp.head % qp.sqCap
+    const h = qp.head % qp.sqRing
     const op = qp.wqOpcode[h] as number
     qp.sendCq.push(
       qp.wqWrId[h] as number,

@@ -45,7 +45,8 @@ const postOneRecv = (qp: SoftQp, w: RecvWr): number => {
     return 0
   }
   if (qp.rqTail - qp.rqHead >= qp.rqCap) return Errno.ENOMEM
-  const s = qp.rqTail % qp.rqCap
+  if (qp.rqTail - qp.rqHead >= qp.rqRing) qp.growRq()
+  const s = qp.rqTail % qp.rqRing
   storeSgl(w.sgList, numSge, qp.rqSgeAddr, qp.rqSgeLen, qp.rqSgeLkey, s * qp.maxRecvSge)
   qp.rqWrId[s] = w.wrId
   qp.rqNumSge[s] = numSge
@@ -56,7 +57,7 @@ const postOneRecv = (qp: SoftQp, w: RecvWr): number => {
 /** Completes every posted RECV with WR_FLUSH_ERR, in order, and empties the receive queue. */
 export const flushRecvQueue = (qp: SoftQp): void => {
   for (let i = qp.rqHead; i < qp.rqTail; i++) {
-    const s = i % qp.rqCap
+    const s = i % qp.rqRing
     qp.recvCq.push(qp.rqWrId[s] as number, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV, 0, 0, qp.qpNum, 0, 0)
   }
   qp.rqHead = qp.rqTail
@@ -126,7 +127,7 @@ const receiveSend = (qp: SoftQp, msg: Buffer, flags: number, plen: number): bool
     qp.recvActive = true
     qp.recvOffset = 0
   }
-  const s = qp.rqHead % qp.rqCap
+  const s = qp.rqHead % qp.rqRing
   if (plen > 0) {
     const base = s * qp.maxRecvSge
     const n = qp.rqNumSge[s] as number
@@ -175,7 +176,7 @@ const receiveSend = (qp: SoftQp, msg: Buffer, flags: number, plen: number): bool
 const invalidRequest = (qp: SoftQp): void => {
   qp.device.counters.protocolErrors++
   if (qp.recvActive) {
-    const s = qp.rqHead % qp.rqCap
+    const s = qp.rqHead % qp.rqRing
     completeRecv(qp, qp.rqWrId[s] as number, WcStatus.REM_INV_REQ_ERR, WcOpcode.RECV, 0, 0, qp.destQpNum, 0)
     qp.rqHead++
     qp.recvActive = false
@@ -234,7 +235,7 @@ const receiveWrite = (qp: SoftQp, msg: Buffer, flags: number, plen: number): boo
     else deferPlacement(qp, mr.buffer, at, msg, plen)
   }
   if (withImm) {
-    const s = qp.rqHead % qp.rqCap
+    const s = qp.rqHead % qp.rqRing
     completeRecv(
       qp,
       qp.rqWrId[s] as number,

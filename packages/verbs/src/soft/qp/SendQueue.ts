@@ -1,5 +1,5 @@
 /**
- * The send queue of a SoftVerbs RC QP: a ring of WQEs in typed arrays (absolute indices, slot = index % sqCap), no
+ * The send queue of a SoftVerbs RC QP: a ring of WQEs in typed arrays (absolute indices, slot = index % sqRing, the ring grown on demand up to sqCap), no
  * object per work request. Posting validates a WR and copies it into the ring (inline data into the QP's inline
  * buffer) and assigns its PSNs; the requester (`Requester.ts`) transmits and completes from it.
  */
@@ -36,7 +36,8 @@ export const postOneSend = (qp: SoftQp, w: SendWr): number => {
     return 0
   }
   if (qp.tail - qp.head >= qp.sqCap) return Errno.ENOMEM
-  const s = qp.tail % qp.sqCap
+  if (qp.tail - qp.head >= qp.sqRing) qp.growSq()
+  const s = qp.tail % qp.sqRing
   if (isInline) {
     let pos = s * qp.maxInline
     for (let k = 0; k < numSge; k++) {
@@ -72,7 +73,7 @@ export const postOneSend = (qp: SoftQp, w: SendWr): number => {
 /** Completes every outstanding send WR with WR_FLUSH_ERR, in order, and empties the send queue. */
 export const flushSendQueue = (qp: SoftQp): void => {
   for (let i = qp.head; i < qp.tail; i++) {
-    const s = i % qp.sqCap
+    const s = i % qp.sqRing
     qp.sendCq.push(
       qp.wqWrId[s] as number,
       WcStatus.WR_FLUSH_ERR,
