@@ -49,6 +49,28 @@ describe("SoftVerbs Receiver Not Ready (rule 4)", () => {
       })
   )
 
+  it.scopedLive(
+    "after an RNR NAK the requester probes with one packet, not its whole window; once RECVs appear all complete in order",
+    () =>
+      Effect.gen(function* () {
+        const { a, b } = yield* makePair({ paramsB: { minRnrTimer: 1 } })
+        const n = 32
+        for (let i = 0; i < n; i++) a.qp.postSend(sendWr(a, i, 0, 8))
+        expect(yield* waitFor(() => a.device.counters.rnrRetries >= 5, 5000)).toBe(true)
+        const tx0 = a.device.counters.txPackets
+        const r0 = a.device.counters.rnrRetries
+        expect(yield* waitFor(() => a.device.counters.rnrRetries >= r0 + 50, 5000)).toBe(true)
+        const perRetry = (a.device.counters.txPackets - tx0) / (a.device.counters.rnrRetries - r0)
+        // The window resent on each retry was 32 packets here: one packet (and at most one stray) per retry.
+        expect(perRetry).toBeLessThan(2)
+        for (let i = 0; i < n; i++) b.qp.postRecv(recvWr(b, i, i * 64, 64))
+        const recvs = yield* pollN(b.cq, n)
+        expect(recvs.map((w) => w.wrId)).toEqual(Array.from({ length: n }, (_, i) => i))
+        const sends = yield* pollN(a.cq, n)
+        expect(sends.every((w) => w.status === WcStatus.SUCCESS)).toBe(true)
+      })
+  )
+
   it.scopedLive("rnr_retry 7 retries forever", () =>
     Effect.gen(function* () {
       const { a, b } = yield* makePair({ paramsA: { rnrRetry: 7 }, paramsB: { minRnrTimer: 1 } })

@@ -274,6 +274,10 @@ export const onNak = (qp: SoftQp, syndrome: number, wirePsn: number, rnrTimer: n
         return
       }
       qp.device.counters.rnrRetries++
+      // The responder had no RECV for the message at `from`, and drops every later packet until that one is taken:
+      // probe with one packet, not the whole window again (an application that stopped reposting would otherwise
+      // cost its peers a window of packets per retry); the ACK that follows doubles the window back.
+      qp.cwnd = 1
       rewind(qp, from)
       qp.rnrWaiting = true
       qp.lastProgress = now()
