@@ -16,7 +16,7 @@
 import { createInterface } from "node:readline"
 import type { Notification } from "@tent/rpc"
 import { Cause, Context, Effect, Exit, Layer, Runtime } from "effect"
-import { Diagnostics, TransferEngine } from "../src/index.js"
+import { Diagnostics, Series, TransferEngine } from "../src/index.js"
 import { engineLayer } from "../test/fixtures/engine.js"
 import { lightConfig } from "./scale-peers.js"
 
@@ -39,7 +39,7 @@ const program = (count: number, json: unknown) =>
     const start = (k: number) =>
       Effect.gen(function* () {
         const nic = `s${process.pid}_${k}`
-        const ctx = yield* Layer.build(engineLayer(config, [nic]))
+        const ctx = yield* Layer.build(engineLayer(config, [nic], Series.all))
         const engine = Context.get(ctx, TransferEngine.TransferEngine)
         const diagnostics = Context.get(ctx, Diagnostics.Diagnostics)
         let warm = false

@@ -62,6 +62,8 @@ export interface Counters {
         readonly sent: number
         readonly sendsCompleted: number
         readonly deferredPasses: number
+        /** Notify poller runs (completions over runs: how well they batch). */
+        readonly runs: number
         readonly closedInFlight: number
         readonly rebuilt: number
       }

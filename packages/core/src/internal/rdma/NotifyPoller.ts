@@ -48,6 +48,11 @@ export interface NotifyCounters {
   /** Passes that found a CQ with more than 16 completions and left the rest for the next turn. */
   deferredPasses: number
   /**
+   * Times the poller ran (each a pass over the CQs, woken by a completion or scheduled): completions handled over runs
+   * says how well completions batch (one a run: each woke the poller alone).
+   */
+  runs: number
+  /**
    * Sends posted and not completed when their channel was retired or disabled: lost unless the `Resend` seam sends
    * them again (at most: a send the peer acknowledged whose completion was still unpolled is counted too).
    */
@@ -67,6 +72,7 @@ export const makeCounters = (): NotifyCounters => ({
   sent: 0,
   sendsCompleted: 0,
   deferredPasses: 0,
+  runs: 0,
   closedInFlight: 0,
   rebuilt: 0
 })
@@ -241,6 +247,7 @@ export const start = (options: {
   const run = (): void => {
     scheduled = false
     if (paused || stopped) return
+    counters.runs++
     if (pass()) {
       counters.deferredPasses++
       schedule()
