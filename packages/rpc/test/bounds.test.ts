@@ -188,3 +188,18 @@ describe("rpc/max_inflight and rpc/max_connections", () => {
     })
   )
 })
+
+describe("an idle connection's frame writer", () => {
+  it("starts at 4 KiB (one per peer an engine has an endpoint with), grows for a large frame and keeps it intact", () => {
+    const w = new FrameWriter()
+    expect(w.buffer.length).toBe(4096)
+    const body = Buffer.alloc(100_000, 7)
+    w.begin(Kind.Request, 1)
+    w.bytes(body)
+    w.end()
+    expect(w.buffer.length).toBeGreaterThanOrEqual(100_009)
+    const out = w.take()
+    expect(out.readUInt32LE(0)).toBe(out.length - 4)
+    expect(out.subarray(out.length - body.length).equals(body)).toBe(true)
+  })
+})

@@ -134,7 +134,11 @@ export class FrameReader {
   }
 }
 
-const INITIAL = 64 * 1024
+/**
+ * A writer's first buffer: small, so an idle connection (one per peer an engine has an endpoint with) holds 4 KiB, not
+ * 64; it doubles as frames need and keeps its size (up to {@link SHRINK_ABOVE}), so a busy connection grows once.
+ */
+const INITIAL = 4 * 1024
 const SHRINK_ABOVE = 1024 * 1024
 
 /**
@@ -142,7 +146,7 @@ const SHRINK_ABOVE = 1024 * 1024
  * socket may hold a buffer after `write` returns) and starts over. Frames written in one tick go out in one write.
  */
 export class FrameWriter {
-  private buf = Buffer.allocUnsafe(INITIAL)
+  private buf = Buffer.allocUnsafeSlow(INITIAL)
   private start = 0
   /** Bytes written and not yet taken. */
   length = 0
@@ -219,7 +223,7 @@ export class FrameWriter {
     if (this.length > SHRINK_ABOVE) {
       // a large batch (data replies): handed over as it is, not copied; the writer starts on a small buffer again
       const whole = this.buf.subarray(0, this.length)
-      this.buf = Buffer.allocUnsafe(INITIAL)
+      this.buf = Buffer.allocUnsafeSlow(INITIAL)
       this.length = 0
       this.start = 0
       return whole
@@ -228,13 +232,13 @@ export class FrameWriter {
     this.buf.copy(out, 0, 0, this.length)
     this.length = 0
     this.start = 0
-    if (this.buf.length > SHRINK_ABOVE) this.buf = Buffer.allocUnsafe(INITIAL)
+    if (this.buf.length > SHRINK_ABOVE) this.buf = Buffer.allocUnsafeSlow(INITIAL)
     return out
   }
 
   private ensure(n: number): void {
     if (this.length + n <= this.buf.length) return
-    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.length + n))
+    const next = Buffer.allocUnsafeSlow(Math.max(this.buf.length * 2, this.length + n))
     this.buf.copy(next, 0, 0, this.length)
     this.buf = next
   }
