@@ -16,7 +16,7 @@
  */
 import { Duration, Effect, Fiber } from "effect"
 import type { Diagnostics, TransferEngine } from "../src/index.js"
-import { measureSet, ping, type SetFigures, type Sizes } from "./scale-measure.js"
+import { measureSet, ping, type RoundCounters, type SetFigures, type Sizes } from "./scale-measure.js"
 import { freezeApplication, type PeerSet, setEcho } from "./scale-peers.js"
 
 /** The frozen phases' figures: each face beside the all-healthy run just before it. */
@@ -59,7 +59,7 @@ export const changes = (a: Map<string, number>, b: Map<string, number>): string 
 export const frozenPhases = (
   engine: TransferEngine.TransferEngineShape,
   diagnostics: Diagnostics.DiagnosticsShape,
-  rdma: { readonly sendsCompleted: number },
+  rdma: RoundCounters,
   set: PeerSet,
   sizes: Sizes,
   burst: number,

@@ -4,7 +4,7 @@
  * both figures of one set at once ({@link measureSet}, the frozen phases' measurement).
  */
 import type { Notification } from "@tent/rpc"
-import { Deferred, Duration, Effect, Exit, Runtime } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Runtime } from "effect"
 import type { TransferEngine } from "../src/index.js"
 import type { Child } from "../test/fixtures/child.js"
 import { type Peer, type PeerReady, peerCounts } from "./scale-peers.js"
@@ -28,6 +28,26 @@ export interface Sizes {
   readonly jit: number
   readonly count: number
   readonly timedRounds: number
+}
+
+/**
+ * Runs `effect` synchronously where it can (the fast consumer's send: posted on the notify QP within the call) and
+ * calls `onExit` with its exit; one that has to wait (a slot, a fallback over the control plane: `Series.all`) goes on
+ * in its fiber and `onExit` is called when it ends.
+ */
+export const runFast = (runtime: Runtime.Runtime<never>) => {
+  const runSyncExit = Runtime.runSyncExit(runtime)
+  return <E>(effect: Effect.Effect<void, E>, onExit: (exit: Exit.Exit<unknown, unknown>) => void): void => {
+    const exit = runSyncExit(effect)
+    if (Exit.isFailure(exit) && Cause.isDie(exit.cause)) {
+      const defect = Cause.squash(exit.cause)
+      if (Runtime.isAsyncFiberException(defect)) {
+        defect.fiber.addObserver(onExit)
+        return
+      }
+    }
+    onExit(exit)
+  }
 }
 
 /**
@@ -82,7 +102,7 @@ export const touchAll = (
 
 /**
  * `total` timed ping-pongs, ping i to peer i % n, one in flight: this engine's `subscribe` handler records the RTT and
- * sends the next ping with `Runtime.runSync` (every endpoint READY after {@link warmUp}). The RTTs in ms.
+ * sends the next ping synchronously where it can ({@link runFast}; every endpoint READY after {@link warmUp}). The RTTs in ms.
  */
 export const pingPong = (engine: TransferEngine.TransferEngineShape, segments: ReadonlyArray<string>, total: number) =>
   Effect.scoped(
@@ -91,7 +111,10 @@ export const pingPong = (engine: TransferEngine.TransferEngineShape, segments: R
       const sends = segments.map((s) => engine.sendNotification(s, ping))
       const n = sends.length
       const done = yield* Deferred.make<void, unknown>()
-      const runSync = Runtime.runSync(yield* Effect.runtime<never>())
+      const run = runFast(yield* Effect.runtime<never>())
+      const onExit = (exit: Exit.Exit<unknown, unknown>) => {
+        if (Exit.isFailure(exit)) Deferred.unsafeDone(done, Exit.fail(Cause.squash(exit.cause)))
+      }
       let got = 0
       let t0 = 0
       yield* engine.subscribe(() => {
@@ -102,11 +125,7 @@ export const pingPong = (engine: TransferEngine.TransferEngineShape, segments: R
           return
         }
         t0 = performance.now()
-        try {
-          runSync(sends[got % n] as Effect.Effect<void, unknown>)
-        } catch (e) {
-          Deferred.unsafeDone(done, Exit.fail(e))
-        }
+        run(sends[got % n] as Effect.Effect<void, unknown>, onExit)
       })
       t0 = performance.now()
       yield* sends[0] as Effect.Effect<void, unknown>
@@ -124,30 +143,50 @@ export const pingPong = (engine: TransferEngine.TransferEngineShape, segments: R
     })
   )
 
+/** The notify counters a round reads (`Diagnostics.counters.rdma`). */
+export type RoundCounters = {
+  readonly sent: number
+  readonly sendsCompleted: number
+  readonly closedInFlight: number
+  readonly notifyErrors: number
+}
+
 /**
  * One round of `count` notifications back to back, notification i to peer i % n: each `sendNotification` returns once
- * posted (the per-endpoint window paces), timed until this side's `sendsCompleted` counted every one, looked at every
- * millisecond. The round's ms.
+ * posted (the per-endpoint window paces) or carried another way (the fallbacks), timed until every send this side
+ * posted on a notify QP completed or was closed (its channel retired: the resend carries it), looked at every
+ * millisecond. The round's ms; a round that does not end says where its sends are.
  */
 export const sendRound = (
   engine: TransferEngine.TransferEngineShape,
-  rdma: { readonly sendsCompleted: number },
+  rdma: RoundCounters,
   segments: ReadonlyArray<string>,
   count: number
-) =>
-  Effect.gen(function* () {
-    const n = segments.length
-    const done0 = rdma.sendsCompleted
+) => {
+  const n = segments.length
+  const at = { sent: 0, done: 0, closed: 0, errors: 0 }
+  return Effect.gen(function* () {
+    at.sent = rdma.sent
+    at.done = rdma.sendsCompleted
+    at.closed = rdma.closedInFlight
+    at.errors = rdma.notifyErrors
     const t0 = performance.now()
     for (let i = 0; i < count; i++) yield* engine.sendNotification(segments[i % n] as string, ping)
-    while (rdma.sendsCompleted - done0 < count) yield* Effect.sleep("1 millis")
+    const ended = () => rdma.sendsCompleted - at.done + rdma.closedInFlight - at.closed
+    while (ended() < rdma.sent - at.sent) yield* Effect.sleep("1 millis")
     return performance.now() - t0
   }).pipe(
     Effect.timeoutFail({
       duration: PHASE_TIMEOUT,
-      onTimeout: () => new Error(`scale sends over ${segments.length} peers: a round timed out`)
+      onTimeout: () =>
+        new Error(
+          `scale sends over ${n} peers: a round timed out: ${count} sent, ${rdma.sent - at.sent} posted on notify QPs, ` +
+            `${rdma.sendsCompleted - at.done} completed, ${rdma.closedInFlight - at.closed} closed in flight, ` +
+            `${rdma.notifyErrors - at.errors} notify errors`
+        )
     })
   )
+}
 
 /** Waits (bounded) until every peer's count grew by what `want` says; fails with the shortfall otherwise. */
 export const expectCounts = (
@@ -187,7 +226,7 @@ export interface SetFigures {
  */
 export const measureSet = (
   engine: TransferEngine.TransferEngineShape,
-  rdma: { readonly sendsCompleted: number },
+  rdma: RoundCounters,
   peers: ReadonlyArray<Peer>,
   children: ReadonlyArray<Child<PeerReady>>,
   sizes: Sizes,

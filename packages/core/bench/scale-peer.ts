@@ -2,7 +2,7 @@
  * The peers of `pnpm bench engine --scale` (`bench/scale.ts`): `K` engines in this one process, each light — ONE
  * SoftVerbs device named `s<pid>_<k>`, one data lane, one data CQ, one worker, its own control-plane server on
  * 127.0.0.1 port 0 — and each counting what its `subscribe` handler is given and, when told to, echoing it back to a
- * target (the engine's fast consumer: the echo is sent with `Runtime.runSync`, as `notify-echo-peer.ts` does; an
+ * target (the engine's fast consumer: the echo is sent synchronously where it can, `runFast`; an
  * engine's echoes are forked until its first one completed, since that one fetches the target's descriptor).
  *
  * Arguments: `K` and the engine config as JSON (merged over the light settings). Prints `{engines: [{segment, address, nic}],
@@ -18,13 +18,14 @@ import type { Notification } from "@tent/rpc"
 import { Cause, Context, Effect, Exit, Layer, Runtime } from "effect"
 import { Diagnostics, Series, TransferEngine } from "../src/index.js"
 import { engineLayer } from "../test/fixtures/engine.js"
+import { runFast } from "./scale-measure.js"
 import { lightConfig } from "./scale-peers.js"
 
 const program = (count: number, json: unknown) =>
   Effect.gen(function* () {
     const t0 = performance.now()
     const runtime = yield* Effect.runtime<never>()
-    const runSyncExit = Runtime.runSyncExit(runtime)
+    const run = runFast(runtime)
     const runFork = Runtime.runFork(runtime)
     const received = new Array<number>(count).fill(0)
     let target: string | undefined
@@ -56,9 +57,10 @@ const program = (count: number, json: unknown) =>
             })
             return
           }
-          const exit = runSyncExit(engine.sendNotification(to, n))
-          if (Exit.isSuccess(exit)) echoed++
-          else failure(exit.cause)
+          run(engine.sendNotification(to, n), (exit) => {
+            if (Exit.isSuccess(exit)) echoed++
+            else failure(exit.cause)
+          })
         })
         return { engine, diagnostics, nic }
       })
