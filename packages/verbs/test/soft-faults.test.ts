@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { EventType, PortState, QpState, SoftVerbs, WcStatus } from "../src/index.js"
 import { collectEvents, drain, makePair, pollN, recvWr, sendWr, sleep, waitFor } from "./support.js"
 
-describe("SoftVerbs fault injection (rule 9, in one process)", () => {
+describe("SoftVerbs fault injection (rule 10, in one process)", () => {
   it.scopedLive("a port taken down raises PORT_ERR and loses all traffic; up again raises PORT_ACTIVE", () =>
     Effect.gen(function* () {
       const { a, b, control } = yield* makePair({ params: { timeout: 10, retryCnt: 2 } })

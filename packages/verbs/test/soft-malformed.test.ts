@@ -13,7 +13,7 @@ const packet = (op: number, flags: number, dstQpn: number, srcQpn: number, psn: 
   return b
 }
 
-describe("SoftVerbs malformed datagrams (rule 10)", () => {
+describe("SoftVerbs malformed datagrams (rule 11)", () => {
   it.scopedLive("short, unknown version or op, bad lengths and unknown QPNs are counted and dropped", () =>
     Effect.gen(function* () {
       const { a, b, control } = yield* makePair()

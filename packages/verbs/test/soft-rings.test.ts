@@ -17,7 +17,7 @@ const rings = (qp: unknown) => {
 /** Message `i`: 40 bytes that name it. */
 const message = (i: number) => `message ${String(i).padStart(6, "0")} ${"x".repeat(25)}`
 
-describe("SoftVerbs work queues", () => {
+describe("SoftVerbs work queues (rule 8)", () => {
   it.scopedLive("start small and grow on demand, wrapped live WQEs and RECVs moved in order to their new slots", () =>
     Effect.gen(function* () {
       const { a, b } = yield* makePair({ maxWr: 1024 })
