@@ -1,7 +1,8 @@
 /**
  * "k of N frozen": a frozen peer must cost the healthy ones nothing — no shared worker, poller, lock or timer that its
  * timeouts hold. TENT's transfer workers bootstrap a peer's endpoint on the worker itself (`Workers::getEndpoint`), so a
- * host frozen with `SIGSTOP` holds the worker for the whole bootstrap timeout, and a transfer (and its notification)
+ * frozen peer — its host (`SIGSTOP`) or its application (NICs live: the kernel completes the TCP handshake, nothing
+ * answers) — holds the worker for the whole bootstrap timeout, and a transfer (and its notification)
  * to a healthy peer queued behind it waits that timeout out. `Series.all` (PR 4's `PeerHealth`, `bootstrapOnWorker`
  * false) bootstraps off the worker; the negative control swaps `PeerHealth` for its legacy twin.
  *
@@ -22,12 +23,15 @@ const LENGTH = 64 * 1024
 const nameOf = (n: Notification) => new TextDecoder().decode(n.name)
 
 /**
- * Freezes the peer process's host, starts a WRITE to it (its endpoint not yet made: the bootstrap goes unanswered),
+ * Freezes the peer process (its host, or its application), starts a WRITE to it (its endpoint not yet made: the bootstrap goes unanswered),
  * then a WRITE with a notification to a healthy peer never connected before (it needs a bootstrap too). Returns when
  * the healthy peer has the notification: how long that took, and whether the frozen peer's transfer was still
  * waiting then.
  */
-const run = (series: Layer.Layer<Series.Policies, ConfigError>) =>
+/** How the peer is frozen: its host (`SIGSTOP`, its SoftVerbs NICs too) or its application (NICs live). */
+type Face = "host" | "application"
+
+const run = (series: Layer.Layer<Series.Policies, ConfigError>, face: Face) =>
   Pair.withEngines(
     {
       json: {
@@ -47,8 +51,13 @@ const run = (series: Layer.Layer<Series.Policies, ConfigError>) =>
           // Both descriptors fetched while everyone answers: what follows needs only bootstraps.
           const toFrozen = yield* engine.openSegment(frozen.ready.segment)
           const toHealthy = yield* engine.openSegment(healthy.segmentName)
-          yield* Effect.addFinalizer(() => Effect.sync(() => frozen.signal("SIGCONT")))
-          frozen.signal("SIGSTOP")
+          if (face === "host") {
+            yield* Effect.addFinalizer(() => Effect.sync(() => frozen.signal("SIGCONT")))
+            frozen.signal("SIGSTOP")
+          } else {
+            yield* Effect.addFinalizer(() => Effect.ignore(Pair.request(frozen, { cmd: "freeze", frozen: false })))
+            yield* Pair.request(frozen, { cmd: "freeze", frozen: true })
+          }
           const t0 = performance.now()
           const write = (target: number, offset: number) =>
             ({ opcode: "WRITE", source: src.addr, target, targetOffset: offset, length: LENGTH }) as const
@@ -83,29 +92,34 @@ const run = (series: Layer.Layer<Series.Policies, ConfigError>) =>
   )
 
 describe("k of N frozen: a frozen peer holds nothing the healthy ones wait on", () => {
-  it.live(
-    "Series.all: a healthy peer's transfer and notification go through while a frozen host's bootstrap is still waiting on the only worker's slice",
-    () =>
-      Effect.gen(function* () {
-        const r = yield* run(Series.all)
-        console.log(`[k frozen] Series.all: the healthy peer notified after ${r.healthyMs.toFixed(0)} ms`)
-        expect(r).toMatchObject({ notified: 1, healthyStatus: "COMPLETED", written: true, frozenStillWaiting: true })
-        // the rule is about time: before the frozen peer's timeout (loosely: the whole of it on a loaded machine)
-        expect(r.healthyMs).toBeLessThan(BOOTSTRAP_TIMEOUT_MS)
-      }),
-    Pair.testTimeout()
-  )
+  for (const face of ["host", "application"] as const) {
+    const frozen = face === "host" ? "a frozen host (SIGSTOP)" : "a frozen application (NICs live)"
+    it.live(
+      `Series.all: a healthy peer's transfer and notification go through while ${frozen}'s bootstrap is still waiting on the only worker's slice`,
+      () =>
+        Effect.gen(function* () {
+          const r = yield* run(Series.all, face)
+          console.log(`[k frozen, ${face}] Series.all: the healthy peer notified after ${r.healthyMs.toFixed(0)} ms`)
+          expect(r).toMatchObject({ notified: 1, healthyStatus: "COMPLETED", written: true, frozenStillWaiting: true })
+          // the rule is about time: before the frozen peer's timeout (loosely: the whole of it on a loaded machine)
+          expect(r.healthyMs).toBeLessThan(BOOTSTRAP_TIMEOUT_MS)
+        }),
+      Pair.testTimeout()
+    )
 
-  it.live(
-    "negative control, PeerHealth's legacy twin (TENT's worker): the healthy peer waits out the frozen peer's bootstrap timeout",
-    () =>
-      Effect.gen(function* () {
-        const r = yield* run(Layer.merge(Series.all, PeerHealth.layerLegacy))
-        console.log(`[k frozen] PeerHealth legacy: the healthy peer notified after ${r.healthyMs.toFixed(0)} ms`)
-        expect(r).toMatchObject({ notified: 1, healthyStatus: "COMPLETED", written: true })
-        // not before the frozen peer's bootstrap gave up (the timer may fire late; never early)
-        expect(r.healthyMs).toBeGreaterThanOrEqual(BOOTSTRAP_TIMEOUT_MS - 50)
-      }),
-    Pair.testTimeout()
-  )
+    it.live(
+      `negative control, PeerHealth's legacy twin (TENT's worker), ${frozen}: the healthy peer waits out the frozen peer's bootstrap timeout`,
+      () =>
+        Effect.gen(function* () {
+          const r = yield* run(Layer.merge(Series.all, PeerHealth.layerLegacy), face)
+          console.log(
+            `[k frozen, ${face}] PeerHealth legacy: the healthy peer notified after ${r.healthyMs.toFixed(0)} ms`
+          )
+          expect(r).toMatchObject({ notified: 1, healthyStatus: "COMPLETED", written: true })
+          // not before the frozen peer's bootstrap gave up (the timer may fire late; never early)
+          expect(r.healthyMs).toBeGreaterThanOrEqual(BOOTSTRAP_TIMEOUT_MS - 50)
+        }),
+      Pair.testTimeout()
+    )
+  }
 })
