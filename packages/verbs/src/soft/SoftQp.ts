@@ -68,16 +68,15 @@ export const INITIAL_RING = 8
 
 type Ring = Float64Array | Uint32Array | Uint8Array
 
-/** Moves the live entries `head..tail` (`stride` elements each) of a ring of `from` slots to one of `to` slots. */
-const regrow = <A extends Ring>(
-  old: A,
-  next: A,
-  from: number,
-  to: number,
-  head: number,
-  tail: number,
-  stride: number
-) => {
+/**
+ * The live entries `head..tail` (`stride` elements each) of a ring of `from` slots, moved to a new ring of the same
+ * kind with `to` slots.
+ */
+const regrow = <A extends Ring>(old: A, from: number, to: number, head: number, tail: number, stride: number): A => {
+  const length = to * stride
+  const next = (
+    Buffer.isBuffer(old) ? Buffer.alloc(length) : new (old.constructor as new (n: number) => A)(length)
+  ) as A
   for (let i = head; i < tail; i++) {
     const a = (i % from) * stride
     next.set(old.subarray(a, a + stride), (i % to) * stride)
@@ -128,25 +127,25 @@ export class SoftQp implements QueuePair {
   // Send queue: absolute indices, slot = index % sqRing. The ring starts at INITIAL_RING slots (at most `sqCap`, the
   // QP's max_send_wr) and doubles when a post finds it full: an idle QP holds a few KiB, not max_send_wr × its WQE size.
   readonly sqCap: number
-  sqRing: number
+  sqRing = 0
   readonly maxSge: number
   readonly maxInline: number
-  wqWrId: Float64Array
-  wqOpcode: Uint8Array
-  wqSignaled: Uint8Array
-  wqInline: Uint8Array
-  wqImm: Uint32Array
-  wqRaddr: Float64Array
-  wqRkey: Uint32Array
-  wqLen: Float64Array
-  wqFirstPsn: Float64Array
-  wqNpkts: Uint32Array
-  wqReadGot: Uint32Array
-  wqNumSge: Uint8Array
-  wqSgeAddr: Float64Array
-  wqSgeLen: Uint32Array
-  wqSgeLkey: Uint32Array
-  inlineData: Buffer
+  wqWrId = new Float64Array(0)
+  wqOpcode = new Uint8Array(0)
+  wqSignaled = new Uint8Array(0)
+  wqInline = new Uint8Array(0)
+  wqImm = new Uint32Array(0)
+  wqRaddr = new Float64Array(0)
+  wqRkey = new Uint32Array(0)
+  wqLen = new Float64Array(0)
+  wqFirstPsn = new Float64Array(0)
+  wqNpkts = new Uint32Array(0)
+  wqReadGot = new Uint32Array(0)
+  wqNumSge = new Uint8Array(0)
+  wqSgeAddr = new Float64Array(0)
+  wqSgeLen = new Uint32Array(0)
+  wqSgeLkey = new Uint32Array(0)
+  inlineData = Buffer.alloc(0)
   head = 0
   tail = 0
   txIdx = 0
@@ -164,13 +163,13 @@ export class SoftQp implements QueuePair {
 
   // Receive queue: slot = index % rqRing, grown as the send queue's up to `rqCap` (max_recv_wr).
   readonly rqCap: number
-  rqRing: number
+  rqRing = 0
   readonly maxRecvSge: number
-  rqWrId: Float64Array
-  rqNumSge: Uint8Array
-  rqSgeAddr: Float64Array
-  rqSgeLen: Uint32Array
-  rqSgeLkey: Uint32Array
+  rqWrId = new Float64Array(0)
+  rqNumSge = new Uint8Array(0)
+  rqSgeAddr = new Float64Array(0)
+  rqSgeLen = new Uint32Array(0)
+  rqSgeLkey = new Uint32Array(0)
   rqHead = 0
   rqTail = 0
 
@@ -223,33 +222,10 @@ export class SoftQp implements QueuePair {
     this.sqCap = Math.max(1, cap.maxSendWr)
     this.maxSge = Math.max(1, cap.maxSendSge)
     this.maxInline = cap.maxInlineData
-    const n = Math.min(this.sqCap, INITIAL_RING)
-    this.sqRing = n
-    this.wqWrId = new Float64Array(n)
-    this.wqOpcode = new Uint8Array(n)
-    this.wqSignaled = new Uint8Array(n)
-    this.wqInline = new Uint8Array(n)
-    this.wqImm = new Uint32Array(n)
-    this.wqRaddr = new Float64Array(n)
-    this.wqRkey = new Uint32Array(n)
-    this.wqLen = new Float64Array(n)
-    this.wqFirstPsn = new Float64Array(n)
-    this.wqNpkts = new Uint32Array(n)
-    this.wqReadGot = new Uint32Array(n)
-    this.wqNumSge = new Uint8Array(n)
-    this.wqSgeAddr = new Float64Array(n * this.maxSge)
-    this.wqSgeLen = new Uint32Array(n * this.maxSge)
-    this.wqSgeLkey = new Uint32Array(n * this.maxSge)
-    this.inlineData = Buffer.alloc(n * this.maxInline)
     this.rqCap = Math.max(1, cap.maxRecvWr)
     this.maxRecvSge = Math.max(1, cap.maxRecvSge)
-    const r = Math.min(this.rqCap, INITIAL_RING)
-    this.rqRing = r
-    this.rqWrId = new Float64Array(r)
-    this.rqNumSge = new Uint8Array(r)
-    this.rqSgeAddr = new Float64Array(r * this.maxRecvSge)
-    this.rqSgeLen = new Uint32Array(r * this.maxRecvSge)
-    this.rqSgeLkey = new Uint32Array(r * this.maxRecvSge)
+    this.growSq()
+    this.growRq()
     this.maxWindow = device.windowFor(this.mtu)
     this.cwnd = this.maxWindow
     this.placementDelayMs = device.placementDelayMs
@@ -261,44 +237,43 @@ export class SoftQp implements QueuePair {
   readonly onRetryConfirm = (): void => Requester.onRetryConfirm(this)
   readonly onPlacementTimer = (): void => Placement.onPlacementTimer(this)
 
-  /** The send queue is full at its ring's size (below `sqCap`): doubles the ring, the live WQEs moved to their slots. */
+  /**
+   * Doubles the send ring (from nothing: INITIAL_RING slots), at most to `sqCap`; the live WQEs move to their new
+   * slots. Called at construction and when a post finds the ring full.
+   */
   growSq(): void {
     const from = this.sqRing
-    const to = Math.min(this.sqCap, from * 2)
-    const h = this.head
-    const t = this.tail
-    this.wqWrId = regrow(this.wqWrId, new Float64Array(to), from, to, h, t, 1)
-    this.wqOpcode = regrow(this.wqOpcode, new Uint8Array(to), from, to, h, t, 1)
-    this.wqSignaled = regrow(this.wqSignaled, new Uint8Array(to), from, to, h, t, 1)
-    this.wqInline = regrow(this.wqInline, new Uint8Array(to), from, to, h, t, 1)
-    this.wqImm = regrow(this.wqImm, new Uint32Array(to), from, to, h, t, 1)
-    this.wqRaddr = regrow(this.wqRaddr, new Float64Array(to), from, to, h, t, 1)
-    this.wqRkey = regrow(this.wqRkey, new Uint32Array(to), from, to, h, t, 1)
-    this.wqLen = regrow(this.wqLen, new Float64Array(to), from, to, h, t, 1)
-    this.wqFirstPsn = regrow(this.wqFirstPsn, new Float64Array(to), from, to, h, t, 1)
-    this.wqNpkts = regrow(this.wqNpkts, new Uint32Array(to), from, to, h, t, 1)
-    this.wqReadGot = regrow(this.wqReadGot, new Uint32Array(to), from, to, h, t, 1)
-    this.wqNumSge = regrow(this.wqNumSge, new Uint8Array(to), from, to, h, t, 1)
-    const g = this.maxSge
-    this.wqSgeAddr = regrow(this.wqSgeAddr, new Float64Array(to * g), from, to, h, t, g)
-    this.wqSgeLen = regrow(this.wqSgeLen, new Uint32Array(to * g), from, to, h, t, g)
-    this.wqSgeLkey = regrow(this.wqSgeLkey, new Uint32Array(to * g), from, to, h, t, g)
-    this.inlineData = regrow(this.inlineData, Buffer.alloc(to * this.maxInline), from, to, h, t, this.maxInline)
+    const to = Math.min(this.sqCap, Math.max(INITIAL_RING, from * 2))
+    const move = <A extends Ring>(a: A, stride = 1): A => regrow(a, from, to, this.head, this.tail, stride)
+    this.wqWrId = move(this.wqWrId)
+    this.wqOpcode = move(this.wqOpcode)
+    this.wqSignaled = move(this.wqSignaled)
+    this.wqInline = move(this.wqInline)
+    this.wqImm = move(this.wqImm)
+    this.wqRaddr = move(this.wqRaddr)
+    this.wqRkey = move(this.wqRkey)
+    this.wqLen = move(this.wqLen)
+    this.wqFirstPsn = move(this.wqFirstPsn)
+    this.wqNpkts = move(this.wqNpkts)
+    this.wqReadGot = move(this.wqReadGot)
+    this.wqNumSge = move(this.wqNumSge)
+    this.wqSgeAddr = move(this.wqSgeAddr, this.maxSge)
+    this.wqSgeLen = move(this.wqSgeLen, this.maxSge)
+    this.wqSgeLkey = move(this.wqSgeLkey, this.maxSge)
+    this.inlineData = move(this.inlineData, this.maxInline)
     this.sqRing = to
   }
 
-  /** The receive queue is full at its ring's size (below `rqCap`): doubles the ring, the posted RECVs moved. */
+  /** Doubles the receive ring as {@link growSq} does the send ring, at most to `rqCap`; the posted RECVs move. */
   growRq(): void {
     const from = this.rqRing
-    const to = Math.min(this.rqCap, from * 2)
-    const h = this.rqHead
-    const t = this.rqTail
-    const g = this.maxRecvSge
-    this.rqWrId = regrow(this.rqWrId, new Float64Array(to), from, to, h, t, 1)
-    this.rqNumSge = regrow(this.rqNumSge, new Uint8Array(to), from, to, h, t, 1)
-    this.rqSgeAddr = regrow(this.rqSgeAddr, new Float64Array(to * g), from, to, h, t, g)
-    this.rqSgeLen = regrow(this.rqSgeLen, new Uint32Array(to * g), from, to, h, t, g)
-    this.rqSgeLkey = regrow(this.rqSgeLkey, new Uint32Array(to * g), from, to, h, t, g)
+    const to = Math.min(this.rqCap, Math.max(INITIAL_RING, from * 2))
+    const move = <A extends Ring>(a: A, stride = 1): A => regrow(a, from, to, this.rqHead, this.rqTail, stride)
+    this.rqWrId = move(this.rqWrId)
+    this.rqNumSge = move(this.rqNumSge)
+    this.rqSgeAddr = move(this.rqSgeAddr, this.maxRecvSge)
+    this.rqSgeLen = move(this.rqSgeLen, this.maxRecvSge)
+    this.rqSgeLkey = move(this.rqSgeLkey, this.maxRecvSge)
     this.rqRing = to
   }
 
