@@ -11,7 +11,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { existsSync, readdirSync, statSync } from "node:fs"
 import { fileURLToPath } from "node:url"
-import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
+import { type BenchOptions, type BenchResult, median } from "@tent/verbs/bench"
 
 const cli = fileURLToPath(new URL("../", import.meta.url))
 const bin = `${cli}dist/bin/tent.js`
@@ -60,11 +60,6 @@ const runOnce = (
       resolve({ ms: performance.now() - t0, rssMiB: Number(rssKiB) / 1024, code, out })
     })
   })
-
-const median = (xs: ReadonlyArray<number>): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.floor(s.length / 2)] as number
-}
 
 /** A `tent serve` in the background, killed by `stop`. */
 const serve = (): Promise<{ readonly address: string; readonly stop: () => void }> =>

@@ -95,7 +95,7 @@ import {
   WrOpcode,
   wcStatusName
 } from "@tent/verbs"
-import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
+import { type BenchOptions, type BenchResult, median } from "@tent/verbs/bench"
 import { frameSplitter } from "@tent/verbs/bench/frames"
 import {
   Context,
@@ -120,10 +120,6 @@ import { engineLayer } from "../test/fixtures/engine.js"
 import * as TransferNotify from "./transfer-notify.js"
 
 const here = (f: string) => fileURLToPath(new URL(f, import.meta.url))
-const median = (xs: ReadonlyArray<number>): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.floor(s.length / 2)] as number
-}
 const now = () => performance.timeOrigin + performance.now()
 
 /**

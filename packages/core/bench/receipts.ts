@@ -12,7 +12,7 @@
  * - `receipts_acks_per_msg`: the `CTRL_ACK`s the receiver sent per notification of that stream. Floor: 1/32, the
  *   pacing's least (one ack per 32); the 1 ms timer adds more on a slow stream. Goal ≤ 0.05.
  */
-import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
+import { type BenchOptions, type BenchResult, median } from "@tent/verbs/bench"
 import { Context, Effect, Layer, Runtime } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import { Diagnostics, Series, TransferEngine } from "../src/index.js"
@@ -21,11 +21,6 @@ import { engineLayer } from "../test/fixtures/engine.js"
 type Policies = Layer.Layer<Series.Policies, ConfigError>
 
 const ping = { name: new TextEncoder().encode("ping"), msg: new Uint8Array(64) }
-
-const median = (xs: ReadonlyArray<number>): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.floor(s.length / 2)] as number
-}
 
 /** Two engines with `series`. */
 const pair = (series: Policies) =>

@@ -4,6 +4,7 @@
  * both figures of one set at once ({@link measureSet}, the frozen phases' measurement).
  */
 import type { Notification } from "@tent/rpc"
+import { quantile } from "@tent/verbs/bench"
 import { Cause, Deferred, Duration, Effect, Exit, Runtime } from "effect"
 import type { TransferEngine } from "../src/index.js"
 import type { Child } from "../test/fixtures/child.js"
@@ -11,12 +12,6 @@ import { type Peer, type PeerReady, peerCounts } from "./scale-peers.js"
 
 /** How long one phase (a ping-pong, a round of sends, a peer check) may take before the suite fails. */
 export const PHASE_TIMEOUT = Duration.seconds(120)
-
-/** The `q` quantile of `xs` (0.5: the median). */
-export const quantile = (xs: ArrayLike<number>, q: number): number => {
-  const s = Array.from(xs).sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.floor(s.length * q))] as number
-}
 
 /** The ping: a 4-byte name and a 56-byte message (68 bytes in TENT's encoding), as the engine suite's. */
 export const ping: Notification = { name: new TextEncoder().encode("ping"), msg: new Uint8Array(56) }

@@ -36,7 +36,7 @@
 import * as V8 from "node:v8"
 import * as Vm from "node:vm"
 import { SoftVerbs } from "@tent/verbs"
-import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
+import { type BenchOptions, type BenchResult, quantile } from "@tent/verbs/bench"
 import { Context, Effect, Layer, Logger, LogLevel } from "effect"
 import { Diagnostics, Series, TransferEngine } from "../src/index.js"
 import { RdmaTransport, type RdmaTransportShape } from "../src/internal/rdma/RdmaTransport.js"
@@ -46,7 +46,6 @@ import {
   expectCounts,
   PHASE_TIMEOUT,
   pingPong,
-  quantile,
   type Sizes,
   sendRound,
   share,

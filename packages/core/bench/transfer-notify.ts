@@ -17,7 +17,7 @@
  */
 
 import { fileURLToPath } from "node:url"
-import type { BenchOptions, BenchResult } from "@tent/verbs/bench"
+import { type BenchOptions, type BenchResult, median } from "@tent/verbs/bench"
 import { spawnChild } from "@tent/verbs/testing"
 import { Context, Deferred, Effect, Exit, Layer } from "effect"
 import { Diagnostics, Series, TransferEngine } from "../src/index.js"
@@ -25,11 +25,6 @@ import { engineLayer } from "../test/fixtures/engine.js"
 import type { Mode } from "../test/fixtures/imm-pair.js"
 
 const KB64 = 65536
-
-const median = (xs: ReadonlyArray<number>): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.floor(s.length / 2)] as number
-}
 
 /** One arm: `warm` untimed then `rounds` timed closed-loop rounds at each k; latencies (µs) and rounds/s at k = 16. */
 const arm = (mode: Mode, warm: number, rounds: number, log: (l: string) => void) =>

@@ -25,3 +25,12 @@ export interface BenchOptions {
 export interface BenchSuite {
   readonly run: (options: BenchOptions) => Promise<ReadonlyArray<BenchResult>>
 }
+
+/** The `q` quantile of `xs` (0.5: the median): the value at ⌊n · q⌋ of the sorted values. */
+export const quantile = (xs: ArrayLike<number>, q: number): number => {
+  const s = Array.from(xs).sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.floor(s.length * q))] as number
+}
+
+/** The median of `xs` (of an even count, the upper of the middle two). */
+export const median = (xs: ArrayLike<number>): number => quantile(xs, 0.5)

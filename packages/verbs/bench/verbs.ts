@@ -33,7 +33,7 @@ import {
   WrOpcode
 } from "../src/index.js"
 import { spawnChild } from "../test/fixtures/child.js"
-import type { BenchOptions, BenchResult } from "./contract.js"
+import { type BenchOptions, type BenchResult, median } from "./contract.js"
 
 interface PeerReady {
   readonly dgramPort: number
@@ -46,11 +46,6 @@ interface PeerReady {
 }
 
 const MB = 1 << 20
-
-const median = (xs: Array<number>): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.floor(s.length / 2)] as number
-}
 
 /** Runs `step(done)` until it calls `done`, or `limitMs` passes (then rejects). */
 const until = (limitMs: number, start: (done: () => void) => void): Promise<void> =>
