@@ -26,26 +26,6 @@ export interface Sizes {
 }
 
 /**
- * Runs `effect` synchronously where it can (the fast consumer's send: posted on the notify QP within the call) and
- * calls `onExit` with its exit; one that has to wait (a slot, a fallback over the control plane: `Series.all`) goes on
- * in its fiber and `onExit` is called when it ends.
- */
-export const runFast = (runtime: Runtime.Runtime<never>) => {
-  const runSyncExit = Runtime.runSyncExit(runtime)
-  return <E>(effect: Effect.Effect<void, E>, onExit: (exit: Exit.Exit<unknown, unknown>) => void): void => {
-    const exit = runSyncExit(effect)
-    if (Exit.isFailure(exit) && Cause.isDie(exit.cause)) {
-      const defect = Cause.squash(exit.cause)
-      if (Runtime.isAsyncFiberException(defect)) {
-        defect.fiber.addObserver(onExit)
-        return
-      }
-    }
-    onExit(exit)
-  }
-}
-
-/**
  * `rounds` untimed ping-pongs through `sendNotification` (the full path where it is needed: the first send to a peer
  * fetches its descriptor), ping i to peer i % n, each awaited before the next.
  */
@@ -97,18 +77,23 @@ export const touchAll = (
 
 /**
  * `total` timed ping-pongs, ping i to peer i % n, one in flight: this engine's `subscribe` handler records the RTT and
- * sends the next ping synchronously where it can ({@link runFast}; every endpoint READY after {@link warmUp}). The RTTs in ms.
+ * sends the next ping with `trySendNotification`, the engine's fast path, or (when that posts nothing) the full
+ * `sendNotification` in a fiber. The RTTs in ms.
  */
 export const pingPong = (engine: TransferEngine.TransferEngineShape, segments: ReadonlyArray<string>, total: number) =>
   Effect.scoped(
     Effect.gen(function* () {
       const rtts = new Float64Array(total)
-      const sends = segments.map((s) => engine.sendNotification(s, ping))
-      const n = sends.length
+      const n = segments.length
       const done = yield* Deferred.make<void, unknown>()
-      const run = runFast(yield* Effect.runtime<never>())
+      const runFork = Runtime.runFork(yield* Effect.runtime<never>())
       const onExit = (exit: Exit.Exit<unknown, unknown>) => {
         if (Exit.isFailure(exit)) Deferred.unsafeDone(done, Exit.fail(Cause.squash(exit.cause)))
+      }
+      // the fast path where it posts at once, else the full one in a fiber of its own
+      const send = (segment: string) => {
+        if (!engine.trySendNotification(segment, ping))
+          runFork(engine.sendNotification(segment, ping)).addObserver(onExit)
       }
       let got = 0
       let t0 = 0
@@ -120,10 +105,10 @@ export const pingPong = (engine: TransferEngine.TransferEngineShape, segments: R
           return
         }
         t0 = performance.now()
-        run(sends[got % n] as Effect.Effect<void, unknown>, onExit)
+        send(segments[got % n] as string)
       })
       t0 = performance.now()
-      yield* sends[0] as Effect.Effect<void, unknown>
+      yield* engine.sendNotification(segments[0] as string, ping)
       yield* Deferred.await(done).pipe(
         Effect.timeoutFail({
           duration: PHASE_TIMEOUT,

@@ -2,8 +2,8 @@
  * The peers of `pnpm bench engine --scale` (`bench/scale.ts`): `K` engines in this one process, each light — ONE
  * SoftVerbs device named `s<pid>_<k>`, one data lane, one data CQ, one worker, its own control-plane server on
  * 127.0.0.1 port 0 — and each counting what its `subscribe` handler is given and, when told to, echoing it back to a
- * target (the engine's fast consumer: the echo is sent synchronously where it can, `runFast`; an
- * engine's echoes are forked until its first one completed, since that one fetches the target's descriptor).
+ * target (the engine's fast consumer, as `notify-echo-peer.ts`: `trySendNotification`, and the full
+ * `sendNotification` in a fiber of its own when that posts nothing).
  *
  * Arguments: `K` and the engine config as JSON (merged over the light settings). Prints `{engines: [{segment, address, nic}],
  * startupMs, rss}` (each engine's segment, control-plane address and device) when every engine is built, then serves JSON-line requests on stdin:
@@ -18,14 +18,12 @@ import type { Notification } from "@tent/rpc"
 import { Cause, Context, Effect, Exit, Layer, Runtime } from "effect"
 import { Diagnostics, Series, TransferEngine } from "../src/index.js"
 import { engineLayer } from "../test/fixtures/engine.js"
-import { runFast } from "./scale-measure.js"
 import { lightConfig } from "./scale-peers.js"
 
 const program = (count: number, json: unknown) =>
   Effect.gen(function* () {
     const t0 = performance.now()
     const runtime = yield* Effect.runtime<never>()
-    const run = runFast(runtime)
     const runFork = Runtime.runFork(runtime)
     const received = new Array<number>(count).fill(0)
     let target: string | undefined
@@ -43,24 +41,18 @@ const program = (count: number, json: unknown) =>
         const ctx = yield* Layer.build(engineLayer(config, [nic], Series.all))
         const engine = Context.get(ctx, TransferEngine.TransferEngine)
         const diagnostics = Context.get(ctx, Diagnostics.Diagnostics)
-        let warm = false
+        const done = (exit: Exit.Exit<unknown, unknown>) => {
+          if (Exit.isSuccess(exit)) echoed++
+          else failure(exit.cause)
+        }
         yield* engine.subscribe((n: Notification) => {
           received[k] = (received[k] as number) + 1
           const to = target
           if (to === undefined) return
-          if (!warm) {
-            runFork(engine.sendNotification(to, n)).addObserver((exit) => {
-              if (Exit.isSuccess(exit)) {
-                warm = true
-                echoed++
-              } else failure(exit.cause)
-            })
-            return
-          }
-          run(engine.sendNotification(to, n), (exit) => {
-            if (Exit.isSuccess(exit)) echoed++
-            else failure(exit.cause)
-          })
+          // the fast path where it posts at once; otherwise (the target's descriptor not fetched yet, a full window, a
+          // fallback) the full path in a fiber of its own
+          if (engine.trySendNotification(to, n)) echoed++
+          else runFork(engine.sendNotification(to, n)).addObserver(done)
         })
         return { engine, diagnostics, nic }
       })
