@@ -26,6 +26,7 @@ import {
   type SoftFaults
 } from "./soft/SoftDevice.js"
 import type { SoftQp } from "./soft/SoftQp.js"
+import { createSrq, usableSrq } from "./soft/SoftSrq.js"
 import {
   type AsyncEvent,
   type CompletionQueue,
@@ -211,13 +212,16 @@ const notFound = (name: string, devices: ReadonlyArray<SoftDevice>) =>
 
 const rdmaError = (op: string, errno: number, message: string) => new RdmaError({ op, errno, message })
 
+const within = (v: number, lo: number, hi: number) => Number.isInteger(v) && v >= lo && v <= hi
+
 const checkCap = (init: QpInitAttr): string | undefined => {
   const c = init.cap
-  const within = (v: number, lo: number, hi: number) => Number.isInteger(v) && v >= lo && v <= hi
   if (!within(c.maxSendWr, 1, limits.maxQpWr)) return `cap.max_send_wr must be in 1..${limits.maxQpWr}`
-  if (!within(c.maxRecvWr, 1, limits.maxQpWr)) return `cap.max_recv_wr must be in 1..${limits.maxQpWr}`
   if (!within(c.maxSendSge, 1, limits.maxSge)) return `cap.max_send_sge must be in 1..${limits.maxSge}`
-  if (!within(c.maxRecvSge, 1, limits.maxSge)) return `cap.max_recv_sge must be in 1..${limits.maxSge}`
+  // With an SRQ the receive capacities are the SRQ's (verbs ignores the QP's).
+  const own = init.srq === undefined
+  if (own && !within(c.maxRecvWr, 1, limits.maxQpWr)) return `cap.max_recv_wr must be in 1..${limits.maxQpWr}`
+  if (own && !within(c.maxRecvSge, 1, limits.maxSge)) return `cap.max_recv_sge must be in 1..${limits.maxSge}`
   if (!within(c.maxInlineData, 0, limits.maxInlineData)) {
     return `cap.max_inline_data must be in 0..${limits.maxInlineData}`
   }
@@ -264,13 +268,18 @@ const makeContext = (device: SoftDevice): DeviceContext => {
           if (!ownCq(init.sendCq) || !ownCq(init.recvCq)) {
             return Effect.fail(rdmaError("ibv_create_qp", Errno.EINVAL, "send_cq and recv_cq must be SoftVerbs CQs"))
           }
+          const srq = init.srq
+          if (srq !== undefined && !usableSrq(srq, device, pdId)) {
+            return Effect.fail(rdmaError("ibv_create_qp", Errno.EINVAL, "srq must be a live SRQ of the QP's PD"))
+          }
           if (device.isClosed) return Effect.fail(rdmaError("ibv_create_qp", Errno.ENODEV, "device closed"))
-          const qp = device.createQp(pdId, init.sendCq, init.recvCq, init.cap, init.sqSigAll === true)
+          const qp = device.createQp(pdId, init.sendCq, init.recvCq, init.cap, init.sqSigAll === true, srq?.queue)
           attachEffects(device, qp)
           return Effect.succeed(qp as QueuePair)
         }),
         (qp) => Effect.sync(() => device.destroyQp(qp as SoftQp))
-      )
+      ),
+    createSrq: (init) => createSrq(device, pdId, init, limits)
   })
   return {
     device: info,

@@ -139,6 +139,44 @@ export interface QpInitAttr {
   readonly qpType: QpType
   /** `sq_sig_all`: every send WR is signaled. */
   readonly sqSigAll?: boolean
+  /**
+   * `srq`: the QP takes its RECVs from this shared receive queue (of the same protection domain); `cap.maxRecvWr` and
+   * `cap.maxRecvSge` are then ignored, and `postRecv` on the QP is refused (EINVAL).
+   */
+  readonly srq?: SharedReceiveQueue
+}
+
+/**
+ * `struct ibv_srq_attr` at creation (`ibv_srq_init_attr.attr`).
+ *
+ * @since 0.2.0
+ */
+export interface SrqInitAttr {
+  /** `max_wr`: the most RECVs posted at once. */
+  readonly maxWr: number
+  /** `max_sge`: scatter entries per RECV. */
+  readonly maxSge: number
+}
+
+/**
+ * `struct ibv_srq`: a shared receive queue. The QPs created with it take their RECVs from it in posting order, so a
+ * receive buffer is not held per QP: many QPs that are mostly idle share a few posted buffers. A receive completion
+ * still goes to the QP's own `recvCq`, its `qpNum` naming the QP. When it is empty, a QP answers a SEND with RNR NAK,
+ * as with its own empty receive queue.
+ *
+ * @since 0.2.0
+ */
+export interface SharedReceiveQueue {
+  /** `ibv_post_srq_recv`: 0, or an errno with `badRecvWr` set to the first WR not posted (ENOMEM: full). */
+  postRecv(wr: RecvWr): number
+  readonly badRecvWr: RecvWr | null
+  /**
+   * `ibv_modify_srq` with `IBV_SRQ_LIMIT`: once fewer than `limit` RECVs are posted, the device raises
+   * `IBV_EVENT_SRQ_LIMIT_REACHED` (on `asyncEvents`) once and disarms the limit.
+   */
+  armLimit(limit: number): Effect.Effect<void, RdmaError>
+  /** `ibv_destroy_srq` (EBUSY while a QP uses it). Also done when the scope it was created in closes. */
+  readonly destroy: Effect.Effect<void, RdmaError>
 }
 
 /**
@@ -398,6 +436,8 @@ export interface ProtectionDomain {
   regMr(buffer: Buffer, access: number): Effect.Effect<MemoryRegion, RdmaError, Scope.Scope>
   /** `ibv_create_qp`. */
   createQp(init: QpInitAttr): Effect.Effect<QueuePair, RdmaError, Scope.Scope>
+  /** `ibv_create_srq`; left out by a provider without shared receive queues. */
+  readonly createSrq?: (init: SrqInitAttr) => Effect.Effect<SharedReceiveQueue, RdmaError, Scope.Scope>
 }
 
 /**

@@ -26,7 +26,7 @@ const describePair = (a: Side, b: Side): string => {
       rnrWaiting: q.rnrWaiting,
       msSinceProgress: Math.round(performance.now() - q.lastProgress),
       ackPending: q.ackPending,
-      rq: q.rqTail - q.rqHead
+      rq: q.rq.depth
     }
   }
   return JSON.stringify({ a: qp(a), b: qp(b), countersA: a.device.counters, countersB: b.device.counters })

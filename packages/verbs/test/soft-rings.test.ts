@@ -11,7 +11,7 @@ import { makePair, pollN, recvWr, sendWr } from "./support.js"
 
 const rings = (qp: unknown) => {
   const q = qp as SoftQp
-  return { sq: q.sqRing, rq: q.rqRing }
+  return { sq: q.sqRing, rq: q.rq.ring }
 }
 
 /** Message `i`: 40 bytes that name it. */

@@ -44,6 +44,8 @@ export interface PairOptions {
   readonly connect?: boolean
   /** Settings of both devices besides their names (`placementDelayMs`, `socketBufferBytes`). */
   readonly device?: Omit<SoftVerbs.SoftDeviceConfig, "name">
+  /** Settings of device `a` alone, over `device`. */
+  readonly deviceA?: Omit<SoftVerbs.SoftDeviceConfig, "name">
 }
 
 export const ALL_ACCESS = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ
@@ -77,7 +79,7 @@ export const makePair = (options: PairOptions = {}) =>
   Effect.gen(function* () {
     const { control, verbs } = yield* SoftVerbs.make({
       devices: [
-        { ...options.device, name: "a" },
+        { ...options.device, ...options.deviceA, name: "a" },
         { ...options.device, name: "b" }
       ]
     })

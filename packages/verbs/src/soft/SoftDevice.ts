@@ -26,6 +26,7 @@ import { MrTable, type SoftMr } from "./Memory.js"
 import { HDR, Off, validate } from "./Packet.js"
 import { landAll } from "./qp/Placement.js"
 import { WINDOW } from "./qp/Requester.js"
+import type { RecvQueue } from "./RecvQueue.js"
 import { pacing, received } from "./Scavenge.js"
 import { type CqHost, SoftCq } from "./SoftCq.js"
 import { type QpHost, SoftQp } from "./SoftQp.js"
@@ -422,14 +423,16 @@ export class SoftDevice implements QpHost, CqHost {
     return qpn
   }
 
-  createQp(pdId: number, sendCq: SoftCq, recvCq: SoftCq, cap: QpCap, sqSigAll: boolean): SoftQp {
+  createQp(pdId: number, sendCq: SoftCq, recvCq: SoftCq, cap: QpCap, sqSigAll: boolean, srq?: RecvQueue): SoftQp {
     const qpn = this.freshQpn()
-    const qp = new SoftQp(qpn, this, pdId, sendCq, recvCq, cap, sqSigAll)
+    const qp = new SoftQp(qpn, this, pdId, sendCq, recvCq, cap, sqSigAll, srq)
+    if (srq !== undefined) srq.attached++
     this.qps.set(qpn, qp)
     return qp
   }
 
   destroyQp(qp: SoftQp): void {
+    if (!qp.destroyed && qp.shared) qp.rq.attached--
     qp.destroyNow()
     this.qps.delete(qp.qpNum)
   }

@@ -23,6 +23,10 @@ import * as Placement from "./qp/Placement.js"
 import * as State from "./qp/QpState.js"
 import * as Requester from "./qp/Requester.js"
 import * as Responder from "./qp/Responder.js"
+import { INITIAL_RING, RecvQueue, type Ring, regrow } from "./RecvQueue.js"
+
+export { INITIAL_RING } from "./RecvQueue.js"
+
 import type { SoftCq } from "./SoftCq.js"
 
 /** What a QP needs from its device. */
@@ -61,27 +65,6 @@ export interface QpCounters {
   /** Datagrams from the connected peer's address and QP whose token was not the one the QP requires: dropped. */
   badToken: number
   protocolErrors: number
-}
-
-/** Slots a QP's send and receive rings start with (each doubles on demand up to the QP's max_send_wr / max_recv_wr). */
-export const INITIAL_RING = 8
-
-type Ring = Float64Array | Uint32Array | Uint8Array
-
-/**
- * The live entries `head..tail` (`stride` elements each) of a ring of `from` slots, moved to a new ring of the same
- * kind with `to` slots.
- */
-const regrow = <A extends Ring>(old: A, from: number, to: number, head: number, tail: number, stride: number): A => {
-  const length = to * stride
-  const next = (
-    Buffer.isBuffer(old) ? Buffer.alloc(length) : new (old.constructor as new (n: number) => A)(length)
-  ) as A
-  for (let i = head; i < tail; i++) {
-    const a = (i % from) * stride
-    next.set(old.subarray(a, a + stride), (i % to) * stride)
-  }
-  return next
 }
 
 /**
@@ -161,17 +144,17 @@ export class SoftQp implements QueuePair {
   /** Packets allowed in flight: `maxWindow`, cut to RECOVERY_WINDOW by a timeout and doubled back on each ACK. */
   cwnd: number
 
-  // Receive queue: slot = index % rqRing, grown as the send queue's up to `rqCap` (max_recv_wr).
-  readonly rqCap: number
-  rqRing = 0
+  // Receive queue: the QP's own (grown as the send queue's up to max_recv_wr), or the SRQ it was created with.
+  readonly rq: RecvQueue
+  /** Created with an SRQ: `postRecv` is refused and ERR or RESET leave the shared WQEs alone. */
+  readonly shared: boolean
   readonly maxRecvSge: number
-  rqWrId = new Float64Array(0)
-  rqNumSge = new Uint8Array(0)
-  rqSgeAddr = new Float64Array(0)
-  rqSgeLen = new Uint32Array(0)
-  rqSgeLkey = new Uint32Array(0)
-  rqHead = 0
-  rqTail = 0
+  // The open RECV (taken from `rq` when a SEND's first packet arrived): its id and scatter list.
+  curWrId = 0
+  curNumSge = 0
+  readonly curSgeAddr: Float64Array
+  readonly curSgeLen: Uint32Array
+  readonly curSgeLkey: Uint32Array
 
   // Responder.
   ePsn = 0
@@ -217,15 +200,19 @@ export class SoftQp implements QueuePair {
     readonly sendCq: SoftCq,
     readonly recvCq: SoftCq,
     readonly cap: QpCap,
-    readonly sqSigAll: boolean
+    readonly sqSigAll: boolean,
+    srq?: RecvQueue
   ) {
     this.sqCap = Math.max(1, cap.maxSendWr)
     this.maxSge = Math.max(1, cap.maxSendSge)
     this.maxInline = cap.maxInlineData
-    this.rqCap = Math.max(1, cap.maxRecvWr)
-    this.maxRecvSge = Math.max(1, cap.maxRecvSge)
+    this.shared = srq !== undefined
+    this.rq = srq ?? new RecvQueue(Math.max(1, cap.maxRecvWr), Math.max(1, cap.maxRecvSge))
+    this.maxRecvSge = this.rq.maxSge
+    this.curSgeAddr = new Float64Array(this.maxRecvSge)
+    this.curSgeLen = new Uint32Array(this.maxRecvSge)
+    this.curSgeLkey = new Uint32Array(this.maxRecvSge)
     this.growSq()
-    this.growRq()
     this.maxWindow = device.windowFor(this.mtu)
     this.cwnd = this.maxWindow
     this.placementDelayMs = device.placementDelayMs
@@ -262,19 +249,6 @@ export class SoftQp implements QueuePair {
     this.wqSgeLkey = move(this.wqSgeLkey, this.maxSge)
     this.inlineData = move(this.inlineData, this.maxInline)
     this.sqRing = to
-  }
-
-  /** Doubles the receive ring as {@link growSq} does the send ring, at most to `rqCap`; the posted RECVs move. */
-  growRq(): void {
-    const from = this.rqRing
-    const to = Math.min(this.rqCap, Math.max(INITIAL_RING, from * 2))
-    const move = <A extends Ring>(a: A, stride = 1): A => regrow(a, from, to, this.rqHead, this.rqTail, stride)
-    this.rqWrId = move(this.rqWrId)
-    this.rqNumSge = move(this.rqNumSge)
-    this.rqSgeAddr = move(this.rqSgeAddr, this.maxRecvSge)
-    this.rqSgeLen = move(this.rqSgeLen, this.maxRecvSge)
-    this.rqSgeLkey = move(this.rqSgeLkey, this.maxRecvSge)
-    this.rqRing = to
   }
 
   // ---------------------------------------------------------------------------------------------------------------
@@ -369,6 +343,6 @@ export class SoftQp implements QueuePair {
 
   /** Unacknowledged send WRs and posted receives, for diagnostics and tests. */
   get queueDepths(): { readonly send: number; readonly recv: number } {
-    return { send: this.tail - this.head, recv: this.rqTail - this.rqHead }
+    return { send: this.tail - this.head, recv: this.shared ? 0 : this.rq.depth }
   }
 }

@@ -228,7 +228,7 @@ export const reset = (qp: SoftQp): void => {
   stopTimers(qp)
   qp.state = QpState.RESET
   qp.head = qp.tail = qp.txIdx = qp.txPkt = 0
-  qp.rqHead = qp.rqTail = 0
+  if (!qp.shared) qp.rq.clear()
   qp.readsOutstanding = 0
   qp.recvActive = false
   qp.writeActive = false

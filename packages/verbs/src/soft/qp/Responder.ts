@@ -17,7 +17,7 @@ import type { SoftMr } from "../Memory.js"
 import { Flag, HDR, Nak, Off, Op, unwrapPsn, writeHeader } from "../Packet.js"
 import type { SoftQp } from "../SoftQp.js"
 import { completeRecv, deferPlacement, landAll } from "./Placement.js"
-import { scatter, storeSgl } from "./Sge.js"
+import { scatter } from "./Sge.js"
 
 // ---------------------------------------------------------------------------------------------------------------------
 // Receive queue (hot path)
@@ -37,31 +37,48 @@ export const postRecv = (qp: SoftQp, wr: RecvWr): number => {
 }
 
 const postOneRecv = (qp: SoftQp, w: RecvWr): number => {
-  if (qp.state === QpState.RESET || qp.destroyed) return Errno.EINVAL
-  const numSge = w.numSge ?? w.sgList.length
-  if (numSge > qp.maxRecvSge || numSge > w.sgList.length) return Errno.EINVAL
+  // A QP created with an SRQ takes its RECVs from it: posting to the QP is refused, as verbs does.
+  if (qp.state === QpState.RESET || qp.destroyed || qp.shared) return Errno.EINVAL
   if (qp.state === QpState.ERR) {
+    const numSge = w.numSge ?? w.sgList.length
+    if (numSge > qp.maxRecvSge || numSge > w.sgList.length) return Errno.EINVAL
     qp.recvCq.push(w.wrId, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV, 0, 0, qp.qpNum, 0, 0)
     return 0
   }
-  if (qp.rqTail - qp.rqHead >= qp.rqCap) return Errno.ENOMEM
-  if (qp.rqTail - qp.rqHead >= qp.rqRing) qp.growRq()
-  const s = qp.rqTail % qp.rqRing
-  storeSgl(w.sgList, numSge, qp.rqSgeAddr, qp.rqSgeLen, qp.rqSgeLkey, s * qp.maxRecvSge)
-  qp.rqWrId[s] = w.wrId
-  qp.rqNumSge[s] = numSge
-  qp.rqTail++
-  return 0
+  return qp.rq.post(w)
 }
 
-/** Completes every posted RECV with WR_FLUSH_ERR, in order, and empties the receive queue. */
+/**
+ * Completes the open RECV (if any) and every posted RECV of the QP's own queue with WR_FLUSH_ERR, in order, and
+ * empties it. An SRQ's WQEs stay posted for its other QPs: only the RECV this QP had taken is flushed.
+ */
 export const flushRecvQueue = (qp: SoftQp): void => {
-  for (let i = qp.rqHead; i < qp.rqTail; i++) {
-    const s = i % qp.rqRing
-    qp.recvCq.push(qp.rqWrId[s] as number, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV, 0, 0, qp.qpNum, 0, 0)
-  }
-  qp.rqHead = qp.rqTail
+  if (qp.recvActive) qp.recvCq.push(qp.curWrId, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV, 0, 0, qp.qpNum, 0, 0)
   qp.recvActive = false
+  if (qp.shared) return
+  const rq = qp.rq
+  for (let i = rq.head; i < rq.tail; i++) {
+    qp.recvCq.push(rq.wrId[i % rq.ring] as number, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV, 0, 0, qp.qpNum, 0, 0)
+  }
+  rq.head = rq.tail
+}
+
+/** Takes the head RECV of the QP's queue as its open one (the caller checked there is one). */
+const openRecv = (qp: SoftQp): void => {
+  const rq = qp.rq
+  const s = rq.head % rq.ring
+  const n = rq.numSge[s] as number
+  const base = s * rq.maxSge
+  qp.curWrId = rq.wrId[s] as number
+  qp.curNumSge = n
+  for (let k = 0; k < n; k++) {
+    qp.curSgeAddr[k] = rq.sgeAddr[base + k] as number
+    qp.curSgeLen[k] = rq.sgeLen[base + k] as number
+    qp.curSgeLkey[k] = rq.sgeLkey[base + k] as number
+  }
+  rq.take()
+  qp.recvActive = true
+  qp.recvOffset = 0
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -119,30 +136,26 @@ export const onRequest = (qp: SoftQp, msg: Buffer, op: number, flags: number): v
 
 const receiveSend = (qp: SoftQp, msg: Buffer, flags: number, plen: number): boolean => {
   if ((flags & Flag.FIRST) !== 0) {
-    if (qp.rqHead === qp.rqTail) {
+    if (qp.rq.head === qp.rq.tail) {
       qp.device.counters.rnrNaksSent++
       sendNak(qp, Nak.RNR, qp.ePsn, qp.minRnrTimer)
       return false
     }
-    qp.recvActive = true
-    qp.recvOffset = 0
+    openRecv(qp)
   }
-  const s = qp.rqHead % qp.rqRing
   if (plen > 0) {
-    const base = s * qp.maxRecvSge
-    const n = qp.rqNumSge[s] as number
+    const n = qp.curNumSge
     let room = 0
-    for (let k = 0; k < n; k++) room += qp.rqSgeLen[base + k] as number
+    for (let k = 0; k < n; k++) room += qp.curSgeLen[k] as number
     const status =
       qp.recvOffset + plen > room
         ? WcStatus.LOC_LEN_ERR
-        : scatter(qp, qp.rqSgeAddr, qp.rqSgeLen, qp.rqSgeLkey, base, n, qp.recvOffset, msg, plen)
+        : scatter(qp, qp.curSgeAddr, qp.curSgeLen, qp.curSgeLkey, 0, n, qp.recvOffset, msg, plen)
           ? WcStatus.SUCCESS
           : WcStatus.LOC_PROT_ERR
     if (status !== WcStatus.SUCCESS) {
       // The responder's RECV fails, the requester is told its request was invalid, and both QPs end in ERR.
-      completeRecv(qp, qp.rqWrId[s] as number, status, WcOpcode.RECV, 0, 0, qp.destQpNum, 0)
-      qp.rqHead++
+      completeRecv(qp, qp.curWrId, status, WcOpcode.RECV, 0, 0, qp.destQpNum, 0)
       qp.recvActive = false
       sendNak(qp, Nak.INVALID, qp.ePsn, 0)
       qp.enterError()
@@ -154,7 +167,7 @@ const receiveSend = (qp: SoftQp, msg: Buffer, flags: number, plen: number): bool
     const withImm = (flags & Flag.IMM) !== 0
     completeRecv(
       qp,
-      qp.rqWrId[s] as number,
+      qp.curWrId,
       WcStatus.SUCCESS,
       WcOpcode.RECV,
       qp.recvOffset,
@@ -162,7 +175,6 @@ const receiveSend = (qp: SoftQp, msg: Buffer, flags: number, plen: number): bool
       qp.destQpNum,
       withImm ? WcFlags.WITH_IMM : 0
     )
-    qp.rqHead++
     qp.recvActive = false
   }
   return true
@@ -176,9 +188,7 @@ const receiveSend = (qp: SoftQp, msg: Buffer, flags: number, plen: number): bool
 const invalidRequest = (qp: SoftQp): void => {
   qp.device.counters.protocolErrors++
   if (qp.recvActive) {
-    const s = qp.rqHead % qp.rqRing
-    completeRecv(qp, qp.rqWrId[s] as number, WcStatus.REM_INV_REQ_ERR, WcOpcode.RECV, 0, 0, qp.destQpNum, 0)
-    qp.rqHead++
+    completeRecv(qp, qp.curWrId, WcStatus.REM_INV_REQ_ERR, WcOpcode.RECV, 0, 0, qp.destQpNum, 0)
     qp.recvActive = false
   }
   qp.writeActive = false
@@ -223,7 +233,7 @@ const receiveWrite = (qp: SoftQp, msg: Buffer, flags: number, plen: number): boo
     }
   }
   const withImm = (flags & Flag.IMM) !== 0 && (flags & Flag.LAST) !== 0
-  if (withImm && qp.rqHead === qp.rqTail) {
+  if (withImm && qp.rq.head === qp.rq.tail) {
     qp.device.counters.rnrNaksSent++
     sendNak(qp, Nak.RNR, qp.ePsn, qp.minRnrTimer)
     return false
@@ -235,10 +245,10 @@ const receiveWrite = (qp: SoftQp, msg: Buffer, flags: number, plen: number): boo
     else deferPlacement(qp, mr.buffer, at, msg, plen)
   }
   if (withImm) {
-    const s = qp.rqHead % qp.rqRing
+    const rq = qp.rq
     completeRecv(
       qp,
-      qp.rqWrId[s] as number,
+      rq.wrId[rq.head % rq.ring] as number,
       WcStatus.SUCCESS,
       WcOpcode.RECV_RDMA_WITH_IMM,
       msgLen,
@@ -246,7 +256,7 @@ const receiveWrite = (qp: SoftQp, msg: Buffer, flags: number, plen: number): boo
       qp.destQpNum,
       WcFlags.WITH_IMM
     )
-    qp.rqHead++
+    rq.take()
   }
   return true
 }
