@@ -193,6 +193,13 @@ export interface NotifySlotSettings {
   readonly transferBound?: "notify_qp" | "immediate"
   /** `imm_recvs`: receives kept posted on each data QP for immediates (with `"immediate"`). Since 0.3.0. */
   readonly immRecvs?: number
+  /**
+   * `shared_recv`: notifications are received into one shared receive queue per device (an SRQ), not into slots of
+   * each endpoint; `shared_recv_slots` posted at start, doubled on demand up to `shared_recv_max_slots`. Since 0.4.0.
+   */
+  readonly sharedRecv?: boolean
+  readonly sharedRecvSlots?: number
+  readonly sharedRecvMaxSlots?: number
 }
 
 /**
@@ -285,19 +292,29 @@ const notifyConfig: Config.Config<NotifySlotSettings> = Config.all({
   slotBytes: read.int("transports/rdma/notify/slot_bytes"),
   initialRecvSlots: read.int("transports/rdma/notify/initial_recv_slots"),
   transferBound: read.string("transports/rdma/notify/transfer_bound").pipe(Config.mapOrFail(transferBoundKind)),
-  immRecvs: read.int("transports/rdma/notify/imm_recvs")
+  immRecvs: read.int("transports/rdma/notify/imm_recvs"),
+  sharedRecv: read.bool("transports/rdma/notify/shared_recv"),
+  sharedRecvSlots: read.int("transports/rdma/notify/shared_recv_slots"),
+  sharedRecvMaxSlots: read.int("transports/rdma/notify/shared_recv_max_slots")
 }).pipe(
   Config.mapOrFail((n) =>
-    !n.lazy
-      ? Either.right({ ...n, initialRecvSlots: n.slots })
-      : n.initialRecvSlots > n.slots
-        ? Either.left(
-            invalid(
-              "transports/rdma/notify/initial_recv_slots",
-              `must be at most transports/rdma/notify/slots (${n.slots}), got ${n.initialRecvSlots}`
-            )
+    n.sharedRecvSlots > n.sharedRecvMaxSlots
+      ? Either.left(
+          invalid(
+            "transports/rdma/notify/shared_recv_slots",
+            `must be at most transports/rdma/notify/shared_recv_max_slots (${n.sharedRecvMaxSlots}), got ${n.sharedRecvSlots}`
           )
-        : Either.right(n)
+        )
+      : !n.lazy
+        ? Either.right({ ...n, initialRecvSlots: n.slots })
+        : n.initialRecvSlots > n.slots
+          ? Either.left(
+              invalid(
+                "transports/rdma/notify/initial_recv_slots",
+                `must be at most transports/rdma/notify/slots (${n.slots}), got ${n.initialRecvSlots}`
+              )
+            )
+          : Either.right(n)
   )
 )
 

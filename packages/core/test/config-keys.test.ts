@@ -102,6 +102,10 @@ const defaultsBefore = {
   "transports/rdma/notify/initial_recv_slots": 1,
   "transports/rdma/notify/transfer_bound": "notify_qp",
   "transports/rdma/notify/imm_recvs": 64,
+  // Added since: notify receives shared per device (an SRQ), off by default (TENT's per-endpoint slots).
+  "transports/rdma/notify/shared_recv": false,
+  "transports/rdma/notify/shared_recv_slots": 256,
+  "transports/rdma/notify/shared_recv_max_slots": 4096,
   // Added since: the bounds on what peers can make an engine hold (accepted endpoints, queued notifications).
   "transports/rdma/max_endpoints_per_peer": 256,
   "transports/rdma/max_accepted_bytes": -1,

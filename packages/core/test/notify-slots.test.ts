@@ -56,7 +56,13 @@ const connectByWrite = (engine: Pair.TestEngine, peer: Pair.Peer) =>
 describe("notify slots: TENT's allocation, lazy slots, slot size", () => {
   it.effect("keys: TENT's defaults, the lazy ring's start, wrong values fail naming the key", () =>
     Effect.gen(function* () {
-      const imm = { transferBound: "notify_qp", immRecvs: 64 }
+      const imm = {
+        transferBound: "notify_qp",
+        immRecvs: 64,
+        sharedRecv: false,
+        sharedRecvSlots: 256,
+        sharedRecvMaxSlots: 4096
+      }
       expect((yield* read({})).notify).toEqual({
         lazy: false,
         slots: 256,
@@ -87,6 +93,9 @@ describe("notify slots: TENT's allocation, lazy slots, slot size", () => {
       expect(tooMany).toContain("initial_recv_slots")
       expect(tooMany).toContain("at most transports/rdma/notify/slots (16)")
       expect(yield* bad({ lazy_slots: "yes" })).toContain("lazy_slots")
+      const sharedTooMany = yield* bad({ shared_recv: true, shared_recv_slots: 64, shared_recv_max_slots: 32 })
+      expect(sharedTooMany).toContain("transports.rdma.notify.shared_recv_slots")
+      expect(sharedTooMany).toContain("at most transports/rdma/notify/shared_recv_max_slots (32)")
     })
   )
 

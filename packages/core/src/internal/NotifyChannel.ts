@@ -6,7 +6,8 @@
  * With `transports/rdma/notify/lazy_slots` (RFC open question 3) nothing is allocated for sending until the first
  * send, and the send slots double when every allocated one is in flight; the posted receive ring starts at
  * `initial_recv_slots` and doubles when more than half of it completed in one drain of the poller (the peer's sends
- * meanwhile are RNR-NAKed and retried by its NIC, `rnr_retry` 7: the flow control while the ring grows).
+ * meanwhile are RNR-NAKed and retried by its NIC, `rnr_retry` 7). With `shared_recv` the receives are the device's
+ * (`SharedRecv.ts`): the channel has none of its own.
  *
  * Hot path: `postNotification`, `repost` and `onSendComplete` are plain synchronous code on slots looked up in
  * typed arrays and one reused work request; a chunk is allocated only when a ring grows.
@@ -109,6 +110,8 @@ export class NotifyChannel {
   private alloc: ChunkAllocator | undefined
   private readonly send: SlotRing
   private readonly recv: SlotRing
+  /** Receives come from the device's shared queue (`notify/shared_recv`, set before `attach`): none of its own. */
+  sharedRecv = false
   /**
    * Every send slot, in the order of use: the `pending` ones from `head` are in flight, oldest first (an RC QP
    * completes its sends in posting order, flushed or not), the rest free, in the order they were freed. A completion
@@ -176,7 +179,7 @@ export class NotifyChannel {
     return Effect.suspend(() => {
       this.alloc = alloc
       const { lazy, slots, initialRecvSlots } = this.settings
-      const recv = this.recv.grow(alloc, lazy ? initialRecvSlots : slots)
+      const recv = this.sharedRecv ? 0 : this.recv.grow(alloc, lazy ? initialRecvSlots : slots)
       if (recv instanceof RdmaError) return Effect.fail(recv)
       if (!lazy) {
         const send = this.growSend(slots)
@@ -230,7 +233,7 @@ export class NotifyChannel {
   /** Connected: every allocated receive slot posted (TENT `setupNotifyQp`'s tail). */
   open(): void {
     this.connected = true
-    for (let i = 0; i < this.recv.capacity; i++) this.postRecv(i)
+    if (!this.sharedRecv) for (let i = 0; i < this.recv.capacity; i++) this.postRecv(i)
   }
 
   /** Posts receive slot `index` (TENT `postNotifyRecv`); returns 0 or the errno. */

@@ -123,6 +123,22 @@ export const engineKeys = {
     "with lazy_slots: receives posted per endpoint at connection, doubled when the ring runs low (at most slots)",
     positive
   ),
+  "transports/rdma/notify/shared_recv": {
+    kind: "bool",
+    default: false,
+    description:
+      "receive notifications into one shared receive queue (SRQ) per device that every endpoint's notify QP takes its receives from, instead of receive slots of each endpoint: an idle endpoint holds no receive memory (a provider without SRQs keeps per-endpoint slots); false: TENT's, receive slots per endpoint"
+  },
+  "transports/rdma/notify/shared_recv_slots": int(
+    256,
+    "with shared_recv: notify receives posted per device at start, doubled when more than half completed in one poller drain",
+    range(1, 16384)
+  ),
+  "transports/rdma/notify/shared_recv_max_slots": int(
+    4096,
+    "with shared_recv: the most notify receives a device's shared queue grows to (its max_wr; each slot_bytes)",
+    range(1, 16384)
+  ),
   "transports/rdma/notify/transfer_bound": {
     kind: "string",
     default: "notify_qp",

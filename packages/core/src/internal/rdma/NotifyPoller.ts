@@ -3,7 +3,8 @@
  * completions a pass (the rest on the next turn of the event loop), maps each completion to its endpoint through the
  * transport's QP-number table, decodes RECVs and hands them to the engine's delivery point, reposts the receive, and
  * counts what it drops (`unknownQp`, `malformed`, `duplicates`, `flushed`, `notifyErrors`). Bad input is counted, never
- * thrown.
+ * thrown. A device whose notify QPs receive from a shared queue (`SharedRecv.ts`) gets every slot back, whatever the
+ * completion's status or endpoint.
  *
  * It runs from the CQs' completion channel, a pass at once when the channel fires (SoftVerbs fires it once the datagram
  * that brought the completion is handled), instead of TENT's thread with its 10 µs `usleep` loop: a notification
@@ -21,6 +22,7 @@ import type { Delivery } from "../Delivery.js"
 import { takeHeld } from "../HeldRecord.js"
 import type { Ledger } from "../Ledger.js"
 import { SEND_WR_BASE } from "../NotifyChannel.js"
+import type { SharedRecv } from "../SharedRecv.js"
 import type { TransferMarks } from "./Immediates.js"
 import type { RdmaEndpoint } from "./RdmaEndpoint.js"
 
@@ -90,6 +92,8 @@ export interface NotifyPoller {
 /** Starts polling `cqs`; completions go to the endpoints of `table`, notifications to `delivery`. */
 export const start = (options: {
   readonly cqs: ReadonlyArray<CompletionQueue>
+  /** Per CQ, its device's shared receive ring (`notify/shared_recv`), if its notify QPs receive from one. */
+  readonly shared?: ReadonlyArray<SharedRecv | undefined>
   readonly table: ReadonlyMap<number, RdmaEndpoint>
   readonly delivery: Delivery
   readonly dedup: DedupShape
@@ -101,6 +105,7 @@ export const start = (options: {
   readonly marks?: TransferMarks | undefined
 }): NotifyPoller => {
   const { cqs, table, delivery, dedup, retirement, counters } = options
+  const sharedOf = cqs.map((_, i) => options.shared?.[i])
   const receipts = options.receipts?.enabled === true ? options.receipts : undefined
   // An engine at `notify_proto` 3 takes the failure flag; any other rejects it as the C++ decoder does.
   const known = receipts?.failureNotices === true ? CtrlFrame.KNOWN_FLAGS_FAILURE : CtrlFrame.KNOWN_FLAGS
@@ -115,9 +120,18 @@ export const start = (options: {
   /** Drains so far: one ends when the CQs are re-armed (a lazy receive ring's demand is counted per drain). */
   let drain = 0
 
+  /** The CQ being polled: its device's shared ring, if any (a slot of it goes back to it whatever the endpoint). */
+  let shared: SharedRecv | undefined
+
   const handleRecv = (ep: RdmaEndpoint, index: number, byteLen: number): void => {
     const notify = ep.notify
-    const buf = index >= 0 && index < notify.recvCapacity ? notify.recvBuffer(index) : undefined
+    const ring = shared?.ring
+    const buf =
+      ring !== undefined
+        ? ring.bufs[index]
+        : index >= 0 && index < notify.recvCapacity
+          ? notify.recvBuffer(index)
+          : undefined
     if (buf === undefined || byteLen > notify.slotBytes) {
       counters.malformed++
       Metrics.rejectedSlot.update(1)
@@ -127,7 +141,7 @@ export const start = (options: {
       repost(ep, index)
       return
     }
-    const offset = notify.recvOffset(index)
+    const offset = ring !== undefined ? (ring.offsets[index] as number) : notify.recvOffset(index)
     // A receipt from the peer (header-only `CTRL_ACK`): to the ledger, not to the delivery point.
     if (
       receipts !== undefined &&
@@ -188,12 +202,17 @@ export const start = (options: {
   // A retiring endpoint (RFC PR 1: still published) gets no receive reposted into its ERR QP. A lazy ring may grow
   // here (`NotifyChannel.repost`).
   const repost = (ep: RdmaEndpoint, index: number): void => {
-    if (ep.status === "READY") ep.notify.repost(index, drain)
+    if (shared !== undefined) shared.repost(index)
+    else if (ep.status === "READY") ep.notify.repost(index, drain)
   }
 
   const handle = (w: WorkCompletion): void => {
     const ep = table.get(w.qpNum)
     const isSend = w.wrId >= SEND_WR_BASE
+    // A shared slot whose receive failed (flushed), or of a QP no longer in the table, goes back to its queue now.
+    if (!isSend && shared !== undefined && (w.status !== WcStatus.SUCCESS || ep === undefined)) {
+      shared.repost(w.wrId)
+    }
     if (w.status !== WcStatus.SUCCESS) {
       const notReady =
         ep === undefined || ep.status !== "READY" || (retirement.onNotifyError === "disable" && !ep.notify.connected)
@@ -229,7 +248,9 @@ export const start = (options: {
   const pass = (): boolean => {
     passNow = -1
     let full = false
-    for (const cq of cqs) {
+    for (let c = 0; c < cqs.length; c++) {
+      const cq = cqs[c] as CompletionQueue
+      shared = sharedOf[c]
       const n = cq.pollCq(NOTIFY_POLL_BATCH, wc)
       for (let i = 0; i < n; i++) handle(wc[i] as WorkCompletion)
       if (n === NOTIFY_POLL_BATCH) full = true
@@ -257,7 +278,9 @@ export const start = (options: {
     drain++
     passNow = -1
     let again = false
-    for (const cq of cqs) {
+    for (let c = 0; c < cqs.length; c++) {
+      const cq = cqs[c] as CompletionQueue
+      shared = sharedOf[c]
       const n = cq.pollCq(NOTIFY_POLL_BATCH, wc)
       for (let i = 0; i < n; i++) handle(wc[i] as WorkCompletion)
       if (n > 0) again = true

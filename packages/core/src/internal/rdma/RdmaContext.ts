@@ -21,6 +21,7 @@ import {
 import { Effect, type Scope, Stream } from "effect"
 import type { EngineSettings } from "../../EngineConfig.js"
 import { EndpointStore } from "../EndpointStore.js"
+import { makeSharedRecv } from "../SharedRecv.js"
 import { isImmRecv } from "./DataRecvs.js"
 import { gidText } from "./NicPath.js"
 import type { EndpointDevice, RdmaEndpoint } from "./RdmaEndpoint.js"
@@ -110,6 +111,21 @@ export const openDevices = (
       const notifyCq = yield* ctx.createCq(cqe)
       const dataCqs: Array<CompletionQueue> = []
       for (let i = 0; i < settings.device.numCqList; i++) dataCqs.push(yield* ctx.createCq(cqe))
+      const n = settings.notify
+      const sharedRecv =
+        n.sharedRecv === true
+          ? yield* makeSharedRecv(pd, {
+              slots: n.sharedRecvSlots ?? 256,
+              maxSlots: n.sharedRecvMaxSlots ?? 4096,
+              slotBytes: n.slotBytes
+            })
+          : undefined
+      if (n.sharedRecv === true && sharedRecv === undefined) {
+        yield* Effect.logWarning(
+          `${name}: the verbs provider has no shared receive queues; transports/rdma/notify/shared_recv is ignored ` +
+            "(each endpoint keeps receive slots of its own)"
+        )
+      }
       const device: RdmaDevice = {
         name,
         index: devices.length,
@@ -122,6 +138,7 @@ export const openDevices = (
         activeMtu: port.activeMtu as Mtu,
         limits,
         store: new EndpointStore(settings.endpoint.endpointStoreCap),
+        sharedRecv,
         enabled: port.state === 4
       }
       devices.push(device)
@@ -131,6 +148,8 @@ export const openDevices = (
             device.enabled = false
           } else if (event.eventType === EventType.PORT_ACTIVE) {
             device.enabled = true
+          } else if (event.eventType === EventType.SRQ_LIMIT_REACHED) {
+            device.sharedRecv?.onLimit()
           }
         })
       ).pipe(Effect.forkScoped)

@@ -40,6 +40,7 @@ import {
   type NotifySlotSettings,
   TENT_SLOTS
 } from "../NotifyChannel.js"
+import type { SharedRecv } from "../SharedRecv.js"
 import { postImmRecvs } from "./DataRecvs.js"
 import { dataQpParams, nicPath, notifyQpParams, parseGidText, toErr } from "./NicPath.js"
 import { connectQp, WireSecrets } from "./WireSecrets.js"
@@ -63,6 +64,8 @@ export interface EndpointDevice {
   readonly activeMtu: Mtu
   /** The port the QPs use (`device/port`: link layer, LID) and the device's limits; absent: port 1, RoCE, LID 0. */
   readonly limits?: Rc.Limits
+  /** The device's shared notify receive ring (`notify/shared_recv`): its notify QPs take their receives from it. */
+  readonly sharedRecv?: SharedRecv | undefined
 }
 
 /** What an endpoint needs from its transport. */
@@ -219,7 +222,8 @@ export class RdmaEndpoint {
       recvCq: this.device.notifyCq,
       qpType: QpType.RC,
       sqSigAll: true,
-      cap: { maxSendWr: slots, maxRecvWr: slots, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
+      cap: { maxSendWr: slots, maxRecvWr: slots, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 },
+      ...(this.device.sharedRecv === undefined ? {} : { srq: this.device.sharedRecv.srq })
     })
     const np = notifyQpParams(this.host.notifyParams, this.host.params, this.device)
     yield* notifyQp.modifyQp(
@@ -227,6 +231,7 @@ export class RdmaEndpoint {
       QpAttrMask.STATE | QpAttrMask.PKEY_INDEX | QpAttrMask.PORT | QpAttrMask.ACCESS_FLAGS
     )
     this.notify.qp = notifyQp
+    this.notify.sharedRecv = this.device.sharedRecv !== undefined
     yield* this.notify.allocate(this.device.pd)
   })
 

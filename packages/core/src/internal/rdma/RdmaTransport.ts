@@ -220,6 +220,7 @@ export const make = Effect.gen(function* () {
 
   const poller = NotifyPoller.start({
     cqs: devices.map((d) => d.notifyCq),
+    shared: devices.map((d) => d.sharedRecv),
     table: notifyTable,
     delivery,
     dedup,

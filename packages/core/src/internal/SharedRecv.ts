@@ -1,0 +1,109 @@
+/**
+ * A device's shared notify receive ring (`transports/rdma/notify/shared_recv`): one shared receive queue (SRQ) that
+ * every notify QP of the device takes its receives from, so an endpoint holds no receive slot of its own and an idle
+ * one costs no receive memory. Its slots are the device's (registered in its protection domain for the engine's life):
+ * a receive completion names its QP (`qpNum`, the endpoint) and its slot (`wrId`), and the slot goes back to the SRQ
+ * whatever became of the endpoint.
+ *
+ * It posts `shared_recv_slots` at start and doubles, up to `shared_recv_max_slots`, when fewer than a quarter of it
+ * stay posted: the SRQ's limit (`ibv_modify_srq` `srq_limit`), whose `IBV_EVENT_SRQ_LIMIT_REACHED` the device's event
+ * watch hands to {@link SharedRecv.onLimit}; every new slot is posted at once and the limit armed again. Meanwhile a
+ * burst from many peers is RNR-NAKed and retried by their NICs (`rnr_retry` 7), the flow control of a lazy ring. A
+ * poller that reposts each slot as it completes never lets the queue run low, and it stays as it is. Hot path:
+ * `repost` is plain synchronous code on one reused work request.
+ */
+import type { ProtectionDomain, RecvWr, SharedReceiveQueue } from "@tent/verbs"
+import { RdmaError } from "@tent/verbs"
+import { Effect, type Scope } from "effect"
+import { type ChunkAllocator, chunkAllocator, SlotRing } from "./SlotRing.js"
+
+/** How a device's shared ring is sized. */
+export interface SharedRecvSettings {
+  readonly slots: number
+  readonly maxSlots: number
+  readonly slotBytes: number
+}
+
+export class SharedRecv {
+  /** The slots (a notify channel reads its receives from this ring). */
+  readonly ring: SlotRing
+  /** Times the ring could not grow (the allocation failed): it stays as it is. */
+  growFailures = 0
+  private readonly sge = { addr: 0, length: 0, lkey: 0 }
+  private readonly wr: RecvWr = { wrId: 0, sgList: [this.sge] }
+
+  constructor(
+    readonly srq: SharedReceiveQueue,
+    private readonly alloc: ChunkAllocator,
+    readonly settings: SharedRecvSettings
+  ) {
+    this.ring = new SlotRing(settings.maxSlots, settings.slotBytes)
+    this.sge.length = settings.slotBytes
+  }
+
+  /** Allocates and posts the first `slots` slots. */
+  open(): RdmaError | undefined {
+    const first = this.ring.grow(this.alloc, this.settings.slots)
+    if (first instanceof RdmaError) return first
+    for (let i = first; i < this.ring.capacity; i++) {
+      const rc = this.post(i)
+      if (rc !== 0) return new RdmaError({ op: "ibv_post_srq_recv", errno: rc, message: `notify slot ${i} not posted` })
+    }
+    this.arm()
+    return undefined
+  }
+
+  /** Arms the SRQ's limit at a quarter of the ring, while it may still grow. */
+  private arm(): void {
+    if (this.ring.capacity < this.ring.max)
+      Effect.runSync(Effect.ignore(this.srq.armLimit(Math.max(1, this.ring.capacity >> 2))))
+  }
+
+  /** The SRQ ran low (its limit event): the ring doubles, its new slots posted, and the limit is armed again. */
+  onLimit(): void {
+    if (this.ring.capacity >= this.ring.max) return
+    const first = this.ring.grow(this.alloc, this.ring.capacity)
+    if (first instanceof RdmaError) {
+      this.growFailures++
+      return
+    }
+    for (let i = first; i < this.ring.capacity; i++) this.post(i)
+    this.arm()
+  }
+
+  /** Posts slot `index`; 0 or the errno. */
+  post(index: number): number {
+    this.wr.wrId = index
+    this.sge.addr = this.ring.addrs[index] as number
+    this.sge.lkey = this.ring.lkeys[index] as number
+    return this.srq.postRecv(this.wr)
+  }
+
+  /** Puts slot `index` back after its completion (handled, flushed, or of a QP no longer known). */
+  repost(index: number): number {
+    return index >= 0 && index < this.ring.capacity ? this.post(index) : -1
+  }
+
+  /** Bytes of slot memory registered. */
+  get registeredBytes(): number {
+    return this.ring.capacity * this.settings.slotBytes
+  }
+}
+
+/**
+ * The shared ring of a device, in `pd` (released with the scope); undefined when the provider has no SRQs (the
+ * endpoints then keep receive slots of their own).
+ */
+export const makeSharedRecv = (
+  pd: ProtectionDomain,
+  settings: SharedRecvSettings
+): Effect.Effect<SharedRecv | undefined, RdmaError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const createSrq = pd.createSrq
+    if (createSrq === undefined) return undefined
+    const srq = yield* createSrq({ maxWr: settings.maxSlots, maxSge: 1 })
+    const shared = new SharedRecv(srq, chunkAllocator(pd, yield* Effect.scope), settings)
+    const failed = shared.open()
+    if (failed !== undefined) return yield* Effect.fail(failed)
+    return shared
+  })
