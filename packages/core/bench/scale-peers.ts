@@ -36,8 +36,13 @@ export const lightConfig = (json: unknown): unknown =>
     json
   )
 
-/** The config of an arm: lazy notify slots or TENT's. */
-export const armConfig = (lazy: boolean) => ({ transports: { rdma: { notify: { lazy_slots: lazy } } } })
+/**
+ * The config of an arm: the engine's default (lazy send slots, receives shared per device: the "lazy" arm) or TENT's
+ * allocation (256 × 64 KiB each way per endpoint, at construction).
+ */
+export const armConfig = (lazy: boolean) => ({
+  transports: { rdma: { notify: { lazy_slots: lazy, shared_recv: lazy } } }
+})
 
 /** The most engines one peer process hosts. */
 const MAX_PER_PROCESS = 256

@@ -96,14 +96,15 @@ const defaultsBefore = {
   "metrics/http_host": "127.0.0.1",
   "metrics/peer_labels": false,
   // Added since: the notify slots' allocation (TENT's 256 × 64 KiB at construction unless `lazy_slots`).
-  "transports/rdma/notify/lazy_slots": false,
+  "transports/rdma/notify/lazy_slots": true,
   "transports/rdma/notify/slots": 256,
   "transports/rdma/notify/slot_bytes": 65_536,
   "transports/rdma/notify/initial_recv_slots": 1,
   "transports/rdma/notify/transfer_bound": "notify_qp",
   "transports/rdma/notify/imm_recvs": 64,
-  // Added since: notify receives shared per device (an SRQ), off by default (TENT's per-endpoint slots).
-  "transports/rdma/notify/shared_recv": false,
+  // Added since: notify receives shared per device (an SRQ; TENT's: per-endpoint slots), and with it lazy send slots
+  // by default (`lazy_slots` above: TENT's is false).
+  "transports/rdma/notify/shared_recv": true,
   "transports/rdma/notify/shared_recv_slots": 256,
   "transports/rdma/notify/shared_recv_max_slots": 4096,
   // Added since: the bounds on what peers can make an engine hold (accepted endpoints, queued notifications).

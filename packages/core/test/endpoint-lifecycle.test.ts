@@ -20,7 +20,7 @@ import {
   settings,
   twoTransports
 } from "./fixtures/endpoints.js"
-import { engineLayer } from "./fixtures/engine.js"
+import { engineLayer, tentSlots } from "./fixtures/engine.js"
 
 /** Two endpoints on two SoftVerbs devices, `a` (server A) and `b` (server B), connected through `a.connect`. */
 const connectedPair = (retirement: QpRetirement.QpRetirementShape = QpRetirement.legacy) =>
@@ -215,7 +215,7 @@ describe("finishDestroy", () => {
     "[RFC PR 1, Series.QpRetirement] destroy waits until the poller counted the notify QP's flushed sends and receives out, then proceeds (no 30 s)",
     () =>
       Effect.gen(function* () {
-        const { A } = yield* twoTransports(undefined, { retirement: QpRetirement.series })
+        const { A } = yield* twoTransports(undefined, { retirement: QpRetirement.series, config: tentSlots })
         const ep = yield* sendsInFlight(A, 5)
         yield* ep.retire // the QPs go to ERR: 5 sends and 256 receives flush into the notify CQ, unpolled yet
         expect(ep.status).toBe("DESTROYING")
@@ -235,7 +235,7 @@ describe("finishDestroy", () => {
     "[RFC PR 1] completions the poller never takes hold the destroy back only until the timeout (TestClock)",
     () =>
       Effect.gen(function* () {
-        const { A } = yield* twoTransports(undefined, { retirement: QpRetirement.series })
+        const { A } = yield* twoTransports(undefined, { retirement: QpRetirement.series, config: tentSlots })
         const ep = yield* sendsInFlight(A, 3)
         A.poller.pause(true)
         yield* ep.retire
@@ -253,7 +253,7 @@ describe("finishDestroy", () => {
     "negative control [legacy QpRetirement]: destroy proceeds at once with the notify QP's completions still unpolled in its CQ",
     () =>
       Effect.gen(function* () {
-        const { A } = yield* twoTransports()
+        const { A } = yield* twoTransports(undefined, { config: tentSlots })
         const ep = yield* sendsInFlight(A, 5)
         yield* ep.retire
         expect(yield* ep.finishDestroy).toBe(true)

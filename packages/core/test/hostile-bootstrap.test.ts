@@ -215,7 +215,13 @@ describe("the bootstrap acceptor's guards", { timeout: 120_000 }, () => {
       Effect.gen(function* () {
         const n = 12
         const c = yield* guarded({
-          transports: { rdma: { max_accepted_bytes: 2 ** 50, max_endpoints_per_peer: 1_000_000 } }
+          transports: {
+            rdma: {
+              max_accepted_bytes: 2 ** 50,
+              max_endpoints_per_peer: 1_000_000,
+              notify: { lazy_slots: false, shared_recv: false }
+            }
+          }
         })
         const cName = c.engine.segmentName
         const attacker = yield* agent("attacker.example:1", null)

@@ -23,6 +23,7 @@ import { NOTIFY_SLOTS } from "../src/internal/NotifyChannel.js"
 import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
 import type { RdmaEndpoint } from "../src/internal/rdma/RdmaEndpoint.js"
 import { pollerTurnLate, type Side, settings, twoTransports } from "./fixtures/endpoints.js"
+import { tentSlots } from "./fixtures/engine.js"
 
 /** The attributes the notify QP of `ep` was brought up with, as the QP reports them (`ibv_query_qp`). */
 const notifyQpAttr = (ep: RdmaEndpoint) => (ep.notify.qp as QueuePair).queryQp(0)
@@ -232,7 +233,7 @@ describe("NotifyQpParams: the notify QP's RC attributes (RFC PR 2, Series.Params
       const FREE = 8
       const HOLD = NOTIFY_SLOTS - FREE
       const WINDOW = 2 * FREE
-      const { A, B } = yield* twoTransports(undefined, { notifyParams: arm })
+      const { A, B } = yield* twoTransports(undefined, { notifyParams: arm, config: tentSlots })
       const ep = yield* endpointToB(A)
       const receiver = [...(B.devices[0] as RdmaDevice).store.active.values()][0] as RdmaEndpoint
       const rnrTimer = (yield* notifyQpAttr(receiver)).minRnrTimer as number

@@ -14,7 +14,9 @@ import { type check, payload } from "./fixtures/engine.js"
 import * as Pair from "./fixtures/pair.js"
 
 const KiB = 1024
-const lazy = { transports: { rdma: { notify: { lazy_slots: true } } } }
+/** Lazy slots with receive rings of each endpoint's own (`shared_recv` off: `test/shared-recv.test.ts` has it on). */
+const lazy = { transports: { rdma: { notify: { lazy_slots: true, shared_recv: false } } } }
+const tent = { transports: { rdma: { notify: { lazy_slots: false, shared_recv: false } } } }
 
 type Check = ReturnType<typeof check>
 interface Stats {
@@ -63,18 +65,20 @@ describe("notify slots: TENT's allocation, lazy slots, slot size", () => {
         sharedRecvSlots: 256,
         sharedRecvMaxSlots: 4096
       }
+      // The default: lazy send slots, receives shared per device.
       expect((yield* read({})).notify).toEqual({
-        lazy: false,
-        slots: 256,
-        slotBytes: 65536,
-        initialRecvSlots: 256,
-        ...imm
-      })
-      expect((yield* read(lazy)).notify).toEqual({
         lazy: true,
         slots: 256,
         slotBytes: 65536,
         initialRecvSlots: 1,
+        ...imm,
+        sharedRecv: true
+      })
+      expect((yield* read(tent)).notify).toEqual({
+        lazy: false,
+        slots: 256,
+        slotBytes: 65536,
+        initialRecvSlots: 256,
         ...imm
       })
       // transfer_bound: one of two words; imm_recvs: 1..65536.
@@ -177,7 +181,7 @@ describe("notify slots: TENT's allocation, lazy slots, slot size", () => {
   it.live(
     "TENT's allocation: every endpoint holds 256 × 64 KiB each way from its construction",
     () =>
-      Pair.withEngines({}, (engine, peer) =>
+      Pair.withEngines({ json: tent, peerJson: tent }, (engine, peer) =>
         Effect.gen(function* () {
           yield* connectByWrite(engine, peer)
           const eps = yield* (engine.rdma as NonNullable<Pair.TestEngine["rdma"]>).endpoints

@@ -13,13 +13,14 @@ import { QpRetirement } from "../src/index.js"
 import { NOTIFY_SLOTS } from "../src/internal/NotifyChannel.js"
 import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
 import { pollerTurnLate, twoTransports } from "./fixtures/endpoints.js"
+import { tentSlots } from "./fixtures/engine.js"
 
 const BURST = 200
 
 /** A sends a burst to B; B's endpoint is retired from a callback of its own once B's poller has run one pass. */
 const burstThenRetire = (retirement: QpRetirement.QpRetirementShape) =>
   Effect.gen(function* () {
-    const { A, B } = yield* twoTransports(undefined, { retirement })
+    const { A, B } = yield* twoTransports(undefined, { retirement, config: tentSlots })
     const ep = yield* A.getEndpoint(A.devices[0] as RdmaDevice, { server: "B", address: "B" }, "mlx0")
     const [epB] = (B.devices[0] as RdmaDevice).store.active.values()
     pollerTurnLate(B)

@@ -10,6 +10,7 @@ import { Dedup, NotificationRouting, PeerHealth, QpRetirement, type Resend } fro
 import { NOTIFY_SLOTS } from "../src/internal/NotifyChannel.js"
 import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
 import { type Side, twoTransports } from "./fixtures/endpoints.js"
+import { tentSlots } from "./fixtures/engine.js"
 import { bySize, engine, openReceiver, rdmaOnly, receive, series, tcpOnly, until } from "./fixtures/policies.js"
 
 const text = (n: Notification) => new TextDecoder().decode(n.name)
@@ -157,7 +158,8 @@ describe("QpRetirement.onNotifyError and the Resend trigger (RFC PRs 1 and 7's s
       Effect.gen(function* () {
         const { A } = yield* twoTransports(undefined, {
           retirement: { ...QpRetirement.legacy, onNotifyError: "disable" },
-          resend: tracking
+          resend: tracking,
+          config: tentSlots
         })
         const ep = yield* pendingSends(A, 5)
         yield* A.control.forceQpError("mlx0", ep.notifyQpNum)
@@ -178,7 +180,7 @@ describe("QpRetirement.onNotifyError and the Resend trigger (RFC PRs 1 and 7's s
     "negative control: under the legacy 'log' the units leak, the channel stays connected, nothing queued",
     () =>
       Effect.gen(function* () {
-        const { A } = yield* twoTransports(undefined, { resend: tracking })
+        const { A } = yield* twoTransports(undefined, { resend: tracking, config: tentSlots })
         const ep = yield* pendingSends(A, 5)
         yield* A.control.forceQpError("mlx0", ep.notifyQpNum)
         expect(yield* until(() => A.counters.notifyErrors === flushes)).toBe(true)

@@ -57,11 +57,11 @@ describe("notify receives shared per device (shared_recv)", () => {
       expect(posted(deviceB)).toBe(256)
       // The same endpoints with receive slots of their own (lazy): one 64 KiB slot each (the negative control).
       const own = yield* twoTransports(undefined, {
-        config: { transports: { rdma: { notify: { lazy_slots: true } } } }
+        config: { transports: { rdma: { notify: { lazy_slots: true, shared_recv: false } } } }
       })
       yield* connectBoth(own.A)
       const ownB = own.B.devices[0] as RdmaDevice
-      expect(ownB.sharedRecv).toBeUndefined()
+      expect(ownB.sharedRecv === undefined).toBe(true)
       expect(endpointsOn(ownB).map((ep) => ep.notify.registeredBytes)).toEqual([64 * KiB, 64 * KiB])
     })
   )
@@ -152,5 +152,28 @@ describe("notify receives shared per device (shared_recv)", () => {
           `a notify QP forced to ERR while its peer sends: ${B.counters.received} delivered, ${B.counters.flushed + B.counters.notifyErrors} failed receives; ${posted(deviceB)} of ${ring} shared slots posted`
         )
       })
+  )
+
+  it.scopedLive(
+    "a stopped poller (the application frozen, the NIC live) leaves the queue as it is; resumed, it grows",
+    () =>
+      Effect.gen(function* () {
+        const { A, B } = yield* twoTransports(undefined, { config: shared(4) })
+        yield* connectBoth(A)
+        const deviceB = B.devices[0] as RdmaDevice
+        B.poller.pause(true)
+        // 200 posted (within the window): 4 land, the rest are RNR-NAKed and retried by A's NIC.
+        for (let i = 0; i < 200; i++) yield* A.sendNotification("B", makeNotification(`f${i}`, "x"))
+        expect(yield* waitUntil(() => posted(deviceB) === 0, 5_000)).toBe(true)
+        yield* Effect.sleep("300 millis")
+        // The limit was reached, but nothing registers more memory for what nobody takes.
+        expect(deviceB.sharedRecv?.ring.capacity).toBe(4)
+        B.poller.pause(false)
+        expect(yield* waitUntil(() => B.counters.received >= 200)).toBe(true)
+        const names = B.inbox.drain().map((n) => new TextDecoder().decode(n.name))
+        expect(names).toEqual(Array.from({ length: 200 }, (_, i) => `f${i}`))
+        expect(deviceB.sharedRecv?.ring.capacity).toBeGreaterThan(4)
+      }),
+    60_000
   )
 })

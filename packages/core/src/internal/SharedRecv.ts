@@ -6,11 +6,13 @@
  * whatever became of the endpoint.
  *
  * It posts `shared_recv_slots` at start and doubles, up to `shared_recv_max_slots`, when fewer than a quarter of it
- * stay posted: the SRQ's limit (`ibv_modify_srq` `srq_limit`), whose `IBV_EVENT_SRQ_LIMIT_REACHED` the device's event
- * watch hands to {@link SharedRecv.onLimit}; every new slot is posted at once and the limit armed again. Meanwhile a
- * burst from many peers is RNR-NAKed and retried by their NICs (`rnr_retry` 7), the flow control of a lazy ring. A
- * poller that reposts each slot as it completes never lets the queue run low, and it stays as it is. Hot path:
- * `repost` is plain synchronous code on one reused work request.
+ * stay posted: the SRQ's limit (`ibv_modify_srq` `srq_limit`) raises `IBV_EVENT_SRQ_LIMIT_REACHED`, the device's event
+ * watch marks the ring low ({@link SharedRecv.onLimit}), and the poller's next repost doubles it, posts every new slot
+ * and arms the limit again. The growth waits for the poller: a consumer that has stopped (its application frozen, the
+ * NIC live) leaves the queue empty and its peers RNR-NAKed, as its own receive ring would, instead of registering
+ * more memory for what nobody takes. Meanwhile a burst from many peers is RNR-NAKed and retried by their NICs
+ * (`rnr_retry` 7), the flow control of a lazy ring. A poller that reposts each slot as it completes never lets the
+ * queue run low, and it stays as it is. Hot path: `repost` is plain synchronous code on one reused work request.
  */
 import type { ProtectionDomain, RecvWr, SharedReceiveQueue } from "@tent/verbs"
 import { RdmaError } from "@tent/verbs"
@@ -29,6 +31,8 @@ export class SharedRecv {
   readonly ring: SlotRing
   /** Times the ring could not grow (the allocation failed): it stays as it is. */
   growFailures = 0
+  /** The SRQ's limit was reached: the next repost grows the ring. */
+  private low = false
   private readonly sge = { addr: 0, length: 0, lkey: 0 }
   private readonly wr: RecvWr = { wrId: 0, sgList: [this.sge] }
 
@@ -59,8 +63,14 @@ export class SharedRecv {
       Effect.runSync(Effect.ignore(this.srq.armLimit(Math.max(1, this.ring.capacity >> 2))))
   }
 
-  /** The SRQ ran low (its limit event): the ring doubles, its new slots posted, and the limit is armed again. */
+  /** The SRQ ran low (its limit event): the poller's next repost grows the ring. */
   onLimit(): void {
+    this.low = true
+  }
+
+  /** Doubles the ring, posts its new slots and arms the limit again. */
+  private grow(): void {
+    this.low = false
     if (this.ring.capacity >= this.ring.max) return
     const first = this.ring.grow(this.alloc, this.ring.capacity)
     if (first instanceof RdmaError) {
@@ -81,6 +91,7 @@ export class SharedRecv {
 
   /** Puts slot `index` back after its completion (handled, flushed, or of a QP no longer known). */
   repost(index: number): number {
+    if (this.low) this.grow()
     return index >= 0 && index < this.ring.capacity ? this.post(index) : -1
   }
 

@@ -104,7 +104,7 @@ export const engineKeys = {
   ),
   "transports/rdma/notify/lazy_slots": {
     kind: "bool",
-    default: false,
+    default: true,
     description:
       "allocate notify send slots on first use and grow the posted receive ring with demand (RNR NAKs pace the peer meanwhile); false: TENT's, every slot at endpoint construction"
   },
@@ -125,7 +125,7 @@ export const engineKeys = {
   ),
   "transports/rdma/notify/shared_recv": {
     kind: "bool",
-    default: false,
+    default: true,
     description:
       "receive notifications into one shared receive queue (SRQ) per device that every endpoint's notify QP takes its receives from, instead of receive slots of each endpoint: an idle endpoint holds no receive memory (a provider without SRQs keeps per-endpoint slots); false: TENT's, receive slots per endpoint"
   },
