@@ -1,7 +1,7 @@
 /**
- * SoftVerbs work queues grow with use: a QP's send and receive rings start at `INITIAL_RING` slots and double when a
- * post finds them full, up to the QP's max_send_wr / max_recv_wr (past which a post is ENOMEM, as before). An idle
- * endpoint of the engine holds two QPs, so this is most of what an idle endpoint costs.
+ * SoftVerbs work queues grow with use: a QP's send and receive rings are made at its first post, `INITIAL_RING` slots,
+ * and double when a post finds them full, up to the QP's max_send_wr / max_recv_wr (past which a post is ENOMEM, as
+ * before). An idle endpoint of the engine holds two QPs, so this is most of what an idle endpoint costs.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -21,7 +21,9 @@ describe("SoftVerbs work queues (rule 8)", () => {
   it.scopedLive("start small and grow on demand, wrapped live WQEs and RECVs moved in order to their new slots", () =>
     Effect.gen(function* () {
       const { a, b } = yield* makePair({ maxWr: 1024 })
-      expect(rings(a.qp)).toEqual({ sq: INITIAL_RING, rq: INITIAL_RING })
+      // Nothing posted yet: no ring at all (the shared empty one); the first post makes INITIAL_RING slots.
+      expect(rings(a.qp)).toEqual({ sq: 0, rq: 0 })
+      expect([(a.qp as SoftQp).wqWrId.length, (a.qp as SoftQp).rq.wrId.length]).toEqual([0, 0])
       // Move the heads off slot 0, so the rings wrap when they grow.
       const first = 5
       for (let i = 0; i < first; i++) b.qp.postRecv(recvWr(b, i, i * 64, 64))
@@ -31,6 +33,7 @@ describe("SoftVerbs work queues (rule 8)", () => {
       }
       yield* pollN(b.cq, first)
       yield* pollN(a.cq, first)
+      expect([rings(a.qp).sq, rings(b.qp).rq]).toEqual([INITIAL_RING, INITIAL_RING])
       // 300 of each at once: both rings grow from 8 through 16, 32, … to 512, each time with live entries wrapped.
       const n = 300
       for (let i = first; i < first + n; i++) expect(b.qp.postRecv(recvWr(b, i, i * 64, 64))).toBe(0)

@@ -18,6 +18,17 @@ export const INITIAL_RING = 8
 export type Ring = Float64Array | Uint32Array | Uint8Array
 
 /**
+ * The rings of a queue nothing was posted to yet: shared, never written (length 0), so an idle QP allocates no typed
+ * array for them. The first post grows each into one of its own.
+ */
+export const EMPTY = {
+  f64: new Float64Array(0),
+  u32: new Uint32Array(0),
+  u8: new Uint8Array(0),
+  buf: Buffer.alloc(0)
+} as const
+
+/**
  * The live entries `head..tail` (`stride` elements each) of a ring of `from` slots, moved to a new ring of the same
  * kind with `to` slots.
  */
@@ -45,14 +56,14 @@ export interface SrqHost {
   raise(event: { readonly eventType: EventType; readonly detail: string }): void
 }
 
-/** Posted RECV WQEs, in order. */
+/** Posted RECV WQEs, in order (the rings allocated at the first post). */
 export class RecvQueue {
   ring = 0
-  wrId = new Float64Array(0)
-  numSge = new Uint8Array(0)
-  sgeAddr = new Float64Array(0)
-  sgeLen = new Uint32Array(0)
-  sgeLkey = new Uint32Array(0)
+  wrId = EMPTY.f64
+  numSge = EMPTY.u8
+  sgeAddr = EMPTY.f64
+  sgeLen = EMPTY.u32
+  sgeLkey = EMPTY.u32
   head = 0
   tail = 0
   /** An SRQ's armed limit (0: not armed). */
@@ -66,16 +77,14 @@ export class RecvQueue {
     readonly maxSge: number,
     /** Shared (an SRQ): its host raises the limit event. */
     readonly srq: SrqHost | undefined = undefined
-  ) {
-    this.grow()
-  }
+  ) {}
 
   /** WQEs posted and not taken. */
   get depth(): number {
     return this.tail - this.head
   }
 
-  /** Doubles the ring (from nothing: INITIAL_RING slots), at most to `cap`; the posted WQEs move. */
+  /** Doubles the ring (from nothing: INITIAL_RING slots, at the first post), at most to `cap`; the posted WQEs move. */
   grow(): void {
     const from = this.ring
     const to = Math.min(this.cap, Math.max(INITIAL_RING, from * 2))

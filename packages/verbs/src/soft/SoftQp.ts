@@ -23,7 +23,7 @@ import * as Placement from "./qp/Placement.js"
 import * as State from "./qp/QpState.js"
 import * as Requester from "./qp/Requester.js"
 import * as Responder from "./qp/Responder.js"
-import { INITIAL_RING, RecvQueue, type Ring, regrow } from "./RecvQueue.js"
+import { EMPTY, INITIAL_RING, RecvQueue, type Ring, regrow } from "./RecvQueue.js"
 
 export { INITIAL_RING } from "./RecvQueue.js"
 
@@ -107,28 +107,29 @@ export class SoftQp implements QueuePair {
   txTokenLo = 0
   txTokenHi = 0
 
-  // Send queue: absolute indices, slot = index % sqRing. The ring starts at INITIAL_RING slots (at most `sqCap`, the
-  // QP's max_send_wr) and doubles when a post finds it full: an idle QP holds a few KiB, not max_send_wr × its WQE size.
+  // Send queue: absolute indices, slot = index % sqRing. The ring is made at the first post, INITIAL_RING slots (at most
+  // `sqCap`, the QP's max_send_wr), and doubles when a post finds it full: a QP that never posted holds no ring at all,
+  // and an idle one a few KiB, not max_send_wr × its WQE size.
   readonly sqCap: number
   sqRing = 0
   readonly maxSge: number
   readonly maxInline: number
-  wqWrId = new Float64Array(0)
-  wqOpcode = new Uint8Array(0)
-  wqSignaled = new Uint8Array(0)
-  wqInline = new Uint8Array(0)
-  wqImm = new Uint32Array(0)
-  wqRaddr = new Float64Array(0)
-  wqRkey = new Uint32Array(0)
-  wqLen = new Float64Array(0)
-  wqFirstPsn = new Float64Array(0)
-  wqNpkts = new Uint32Array(0)
-  wqReadGot = new Uint32Array(0)
-  wqNumSge = new Uint8Array(0)
-  wqSgeAddr = new Float64Array(0)
-  wqSgeLen = new Uint32Array(0)
-  wqSgeLkey = new Uint32Array(0)
-  inlineData = Buffer.alloc(0)
+  wqWrId: Float64Array = EMPTY.f64
+  wqOpcode: Uint8Array = EMPTY.u8
+  wqSignaled: Uint8Array = EMPTY.u8
+  wqInline: Uint8Array = EMPTY.u8
+  wqImm: Uint32Array = EMPTY.u32
+  wqRaddr: Float64Array = EMPTY.f64
+  wqRkey: Uint32Array = EMPTY.u32
+  wqLen: Float64Array = EMPTY.f64
+  wqFirstPsn: Float64Array = EMPTY.f64
+  wqNpkts: Uint32Array = EMPTY.u32
+  wqReadGot: Uint32Array = EMPTY.u32
+  wqNumSge: Uint8Array = EMPTY.u8
+  wqSgeAddr: Float64Array = EMPTY.f64
+  wqSgeLen: Uint32Array = EMPTY.u32
+  wqSgeLkey: Uint32Array = EMPTY.u32
+  inlineData: Buffer = EMPTY.buf
   head = 0
   tail = 0
   txIdx = 0
@@ -152,9 +153,9 @@ export class SoftQp implements QueuePair {
   // The open RECV (taken from `rq` when a SEND's first packet arrived): its id and scatter list.
   curWrId = 0
   curNumSge = 0
-  readonly curSgeAddr: Float64Array
-  readonly curSgeLen: Uint32Array
-  readonly curSgeLkey: Uint32Array
+  curSgeAddr: Float64Array = EMPTY.f64
+  curSgeLen: Uint32Array = EMPTY.u32
+  curSgeLkey: Uint32Array = EMPTY.u32
 
   // Responder.
   ePsn = 0
@@ -209,10 +210,6 @@ export class SoftQp implements QueuePair {
     this.shared = srq !== undefined
     this.rq = srq ?? new RecvQueue(Math.max(1, cap.maxRecvWr), Math.max(1, cap.maxRecvSge))
     this.maxRecvSge = this.rq.maxSge
-    this.curSgeAddr = new Float64Array(this.maxRecvSge)
-    this.curSgeLen = new Uint32Array(this.maxRecvSge)
-    this.curSgeLkey = new Uint32Array(this.maxRecvSge)
-    this.growSq()
     this.maxWindow = device.windowFor(this.mtu)
     this.cwnd = this.maxWindow
     this.placementDelayMs = device.placementDelayMs
@@ -226,7 +223,7 @@ export class SoftQp implements QueuePair {
 
   /**
    * Doubles the send ring (from nothing: INITIAL_RING slots), at most to `sqCap`; the live WQEs move to their new
-   * slots. Called at construction and when a post finds the ring full.
+   * slots. Called at the first post and when a post finds the ring full.
    */
   growSq(): void {
     const from = this.sqRing

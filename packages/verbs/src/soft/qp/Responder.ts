@@ -71,6 +71,12 @@ const openRecv = (qp: SoftQp): void => {
   const base = s * rq.maxSge
   qp.curWrId = rq.wrId[s] as number
   qp.curNumSge = n
+  if (qp.curSgeAddr.length === 0) {
+    // The QP's first message: its open-receive scatter list is made now.
+    qp.curSgeAddr = new Float64Array(qp.maxRecvSge)
+    qp.curSgeLen = new Uint32Array(qp.maxRecvSge)
+    qp.curSgeLkey = new Uint32Array(qp.maxRecvSge)
+  }
   for (let k = 0; k < n; k++) {
     qp.curSgeAddr[k] = rq.sgeAddr[base + k] as number
     qp.curSgeLen[k] = rq.sgeLen[base + k] as number
