@@ -34,7 +34,7 @@ import type { PeerHealthPolicyShape } from "../PeerHealth.js"
 import type { PendingNotification, ResendShape } from "../Resend.js"
 import { type Hold, makeHeld } from "./HeldRecord.js"
 import type { Ledger } from "./Ledger.js"
-import { type ChunkAllocator, chunkAllocator, SlotRing } from "./SlotRing.js"
+import { type ChunkAllocator, chunkAllocator, NONE, SlotRing } from "./SlotRing.js"
 
 /** TENT's `kNotifyBufferSize`: bytes of one slot, and the most `transports/rdma/notify/slot_bytes` may be. */
 export const NOTIFY_SLOT_BYTES = SLOT_BYTES
@@ -118,7 +118,7 @@ export class NotifyChannel {
    * moves `head` on, and the slot it frees is thereby the last free one. While nothing grows this is TENT's
    * `counter % 256`.
    */
-  private order: Int32Array = new Int32Array(0)
+  private order: Int32Array = NONE.i32
   private head = 0
   private readonly waiters = new Set<() => void>()
   private readonly sge = { addr: 0, length: 0, lkey: 0 }
@@ -221,7 +221,7 @@ export class NotifyChannel {
     this.alloc = undefined
     this.send.clear()
     this.recv.clear()
-    this.order = new Int32Array(0)
+    this.order = NONE.i32
     this.head = 0
   }
 

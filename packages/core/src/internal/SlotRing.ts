@@ -28,6 +28,9 @@ export const chunkAllocator =
       )
     )
 
+/** Arrays of no slot, shared by every ring that has none (never written: `grow` makes new ones). */
+export const NONE = { i32: new Int32Array(0), f64: new Float64Array(0), u32: new Uint32Array(0) } as const
+
 /**
  * Slots of one direction, in chunks: per slot its chunk's buffer, its offset there, its address and lkey, so the hot
  * path finds a slot with three typed-array reads whichever chunk holds it.
@@ -36,9 +39,10 @@ export class SlotRing {
   /** Slots allocated. */
   capacity = 0
   bufs: Array<Buffer | undefined> = []
-  offsets: Int32Array = new Int32Array(0)
-  addrs: Float64Array = new Float64Array(0)
-  lkeys: Uint32Array = new Uint32Array(0)
+  // Until the first slot: the shared empty arrays (an idle lazy ring allocates none).
+  offsets: Int32Array = NONE.i32
+  addrs: Float64Array = NONE.f64
+  lkeys: Uint32Array = NONE.u32
 
   constructor(
     readonly max: number,
