@@ -5,14 +5,17 @@
  * (`bench/scale-peers.ts` lays them out: {@link LAZY_LAYOUT}, {@link TENT_LAYOUT}), each engine light (one SoftVerbs
  * device, one lane, one data CQ, one worker: `lightConfig`), the initiator too.
  *
- * Per arm — `transports/rdma/notify/lazy_slots` true (lazy, 1000 peers) and false (TENT's 256 × 64 KiB each way at
- * construction: 256 peers, since 1000 would register ~32 GiB), the same setting on the initiator and on every peer:
+ * Per arm — the engine's defaults, `transports/rdma/notify/lazy_slots` and `shared_recv` true ("lazy", 1000 peers),
+ * and both false (TENT's 256 × 64 KiB each way at construction: 256 peers, since 1000 would register ~32 GiB), the
+ * same settings on the initiator and on every peer:
  *
  * - memory per idle endpoint: this process's `process.memoryUsage()` rss and arrayBuffers growth (after a full GC)
- *   while the initiator connects to every peer (`RdmaTransport.getEndpoint`, the bootstrap and nothing else: no
- *   notification), divided by the endpoints made; floor: the notify slot bytes each endpoint registered
- *   (`Diagnostics.endpoints` `notifyBytes`). The lazy arm adds `notify_bytes`: its registered bytes per endpoint
- *   beside TENT's (the floor, as counted by the TENT arm).
+ *   while the initiator connects to its peers (`RdmaTransport.getEndpoint`, the bootstrap and nothing else: no
+ *   notification) past the first {@link WARM_PEERS} (half, if fewer), divided by those endpoints: what one more idle
+ *   endpoint costs (the first ones also pay once for the code they run and the young generation's growth; the log
+ *   gives the figure over all of them too); floor: the notify slot bytes each endpoint registered
+ *   (`Diagnostics.endpoints` `notifyBytes`), at least one slot (64 KiB). The lazy arm adds `notify_bytes`: its
+ *   registered bytes per endpoint beside TENT's (the floor, as counted by the TENT arm).
  * - connect: the seconds those connections took, 8 at a time; floor: the first 8's time, scaled to all the peers
  *   (ratio: how much slower an endpoint connects when there are many).
  * - one-way at N: median RTT / 2 of a ping-pong, ping i to peer i % N, one in flight (this engine's `subscribe` handler
@@ -71,6 +74,8 @@ const TENT_LAYOUT: Layout = { processes: 2, frozenGroup: 0 }
 const FROZEN_BURST = 64
 /** Peers of one process in the one-way figure beside N = 8 spread over the processes. */
 const ONE_PROCESS_PEERS = 8
+/** The idle endpoint's memory is measured per endpoint past this many (the first ones pay one-time costs). */
+const WARM_PEERS = 100
 /** Bytes of one notify slot (`slot_bytes`: the bench keeps TENT's 64 KiB). */
 const SLOT_BYTES = 64 * 1024
 /** The connect figure's floor: the time of the first this many endpoints, connected together. */
@@ -151,8 +156,15 @@ const arm = (lazy: boolean, curve: boolean, total: number, layout: Layout, sizes
     const c0 = performance.now()
     yield* connect(peers.slice(0, CONNECT_FLOOR_PEERS))
     const firstMs = performance.now() - c0
-    yield* connect(peers.slice(CONNECT_FLOOR_PEERS))
-    const connectMs = performance.now() - c0
+    // The memory figures are per endpoint past the first WARM_PEERS (what one more idle endpoint costs): the first ones
+    // also pay once for the code the connection runs and the young generation's growth, which do not scale with N.
+    const warmPeers = Math.min(WARM_PEERS, Math.floor(total / 2))
+    yield* connect(peers.slice(CONNECT_FLOOR_PEERS, warmPeers))
+    const g0 = performance.now()
+    const warm = settle()
+    const settleMs = performance.now() - g0
+    yield* connect(peers.slice(Math.max(CONNECT_FLOOR_PEERS, warmPeers)))
+    const connectMs = performance.now() - c0 - settleMs
     const connectFloorMs = (firstMs * total) / Math.min(total, CONNECT_FLOOR_PEERS)
     const after = settle()
     const eps = yield* diagnostics.endpoints
@@ -166,14 +178,18 @@ const arm = (lazy: boolean, curve: boolean, total: number, layout: Layout, sizes
     }
     const notifyBytes = eps.reduce((a, e) => a + e.notifyBytes, 0)
     const slots = eps[0]?.notifySlots
-    const rssPerEndpoint = (after.rss - before.rss) / total
-    const arrayBuffersPerEndpoint = (after.arrayBuffers - before.arrayBuffers) / total
+    const marginal = total - warmPeers
+    const rssPerEndpoint = (after.rss - warm.rss) / marginal
+    const arrayBuffersPerEndpoint = (after.arrayBuffers - warm.arrayBuffers) / marginal
+    const heapPerEndpoint = (after.heapUsed - warm.heapUsed) / marginal
     const notifyBytesPerEndpoint = notifyBytes / total
     const kib = (b: number) => `${(b / 1024).toFixed(1)} KiB`
     log(
       `scale ${name}: ${total} idle endpoints connected in ${(connectMs / 1000).toFixed(1)} s (the first ` +
-        `${CONNECT_FLOOR_PEERS} in ${(firstMs / 1000).toFixed(2)} s); per endpoint rss ` +
-        `${kib(rssPerEndpoint)}, arrayBuffers ${kib(arrayBuffersPerEndpoint)}, notify slots ${kib(notifyBytesPerEndpoint)} ` +
+        `${CONNECT_FLOOR_PEERS} in ${(firstMs / 1000).toFixed(2)} s); per endpoint past the first ${warmPeers}: rss ` +
+        `${kib(rssPerEndpoint)}, arrayBuffers ${kib(arrayBuffersPerEndpoint)}, heapUsed ${kib(heapPerEndpoint)} (over all ` +
+        `${total}: rss ${kib((after.rss - before.rss) / total)}, arrayBuffers ` +
+        `${kib((after.arrayBuffers - before.arrayBuffers) / total)}); notify slots ${kib(notifyBytesPerEndpoint)} ` +
         `registered (${slots?.send} send + ${slots?.recv} receive slots; the device's shared receive ring ` +
         `${kib(device.sharedRecv?.registeredBytes ?? 0)}); process rss ${(after.rss / 2 ** 20).toFixed(0)} MiB` +
         (gc === undefined ? " (no full GC available: noisy)" : "")
