@@ -85,6 +85,8 @@ export interface DeviceAttr {
   readonly maxQpRdAtom: number
   readonly maxQpInitRdAtom: number
   readonly physPortCnt: number
+  /** `max_srq_wr`: the deepest shared receive queue (0: none); absent where the provider does not say. Since 0.4.0. */
+  readonly maxSrqWr?: number
 }
 
 /**

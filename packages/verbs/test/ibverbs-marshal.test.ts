@@ -493,6 +493,60 @@ describe.skipIf(skip)("Ibverbs against the C double of libibverbs", () => {
   )
 
   it.scopedLive(
+    "a shared receive queue: ibv_create_srq with its sizes, RECVs through ops.post_srq_recv, a QP made with it, the limit armed, destroyed",
+    () =>
+      Effect.gen(function* () {
+        const { pd, cq, mr } = yield* fixture()
+        const createSrq = pd.createSrq
+        if (createSrq === undefined) return yield* Effect.dieMessage("Ibverbs has no createSrq")
+        const srq = yield* createSrq({ maxWr: 8, maxSge: 2 })
+        expect(takeLog()).toEqual([{ kind: "create_srq", max_wr: 8, max_sge: 2 }])
+        expect(fake.count("srq")).toBe(1)
+        const second: RecvWr = { wrId: 9, sgList: [{ addr: mr.addr + 1024, length: 512, lkey: mr.lkey }] }
+        const first: RecvWr = {
+          wrId: 2 ** 40 + 1,
+          next: second,
+          sgList: [
+            { addr: mr.addr, length: 64, lkey: mr.lkey },
+            { addr: mr.addr + 64, length: 960, lkey: mr.lkey }
+          ]
+        }
+        expect(srq.postRecv(first)).toBe(0)
+        const seen = takeLog()
+        expect(seen.map(({ sge: _, ...wr }) => wr)).toEqual([
+          { kind: "srq_recv", wr_id: String(2 ** 40 + 1), num_sge: 2 },
+          { kind: "srq_recv", wr_id: "9", num_sge: 1 }
+        ])
+        const sges = seen.map((r) => r.sge as Array<unknown>)
+        expectSge(sges[0]?.[0], mr, 0, 64)
+        expectSge(sges[0]?.[1], mr, 64, 960)
+        expectSge(sges[1]?.[0], mr, 1024, 512)
+        // A WR with more SGEs than the SRQ's max_sge is refused before C sees it.
+        const three = { wrId: 1, sgList: [0, 1, 2].map((i) => ({ addr: mr.addr + i, length: 1, lkey: mr.lkey })) }
+        expect(srq.postRecv(three)).toBe(Errno.EINVAL)
+        expect(srq.badRecvWr).toBe(three)
+        expect(takeLog()).toEqual([])
+        const cap = { maxSendWr: 4, maxRecvWr: 1, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
+        const qp = yield* pd.createQp({ sendCq: cq, recvCq: cq, cap, qpType: QpType.RC, srq })
+        expect(takeLog()[0]).toMatchObject({ kind: "create_qp", has_srq: 1 })
+        // An SRQ not made by this provider is refused with EINVAL, before C sees it.
+        const foreign = yield* Effect.either(
+          pd.createQp({ sendCq: cq, recvCq: cq, cap, qpType: QpType.RC, srq: { ...srq } })
+        )
+        expect(foreign._tag === "Left" && foreign.left.errno).toBe(Errno.EINVAL)
+        yield* srq.armLimit(3)
+        expect(takeLog()).toEqual([{ kind: "modify_srq", mask: fake.enumValue("IBV_SRQ_LIMIT"), srq_limit: 3 }])
+        const qpsDestroyed = fake.count("destroy_qp")
+        yield* qp.destroy
+        yield* srq.destroy
+        expect(fake.count("destroy_qp")).toBe(qpsDestroyed + 1)
+        expect(takeLog()).toEqual([{ kind: "destroy_srq" }])
+        expect(fake.count("srq")).toBe(0)
+        expect(srq.postRecv(second)).toBe(Errno.EINVAL)
+      }).pipe(Effect.provide(verbs))
+  )
+
+  it.scopedLive(
     "a 0-byte RDMA_WRITE_WITH_IMM and a RECV with no SGE marshal as verbs reads them; its completion reads back",
     () =>
       Effect.gen(function* () {

@@ -71,7 +71,8 @@ describe.skipIf(skip)("Ibverbs on more than RoCE port 1", () => {
         maxMrSize: 2 ** 64,
         maxQpRdAtom: 4,
         maxQpInitRdAtom: 2,
-        physPortCnt: 3
+        physPortCnt: 3,
+        maxSrqWr: 64
       })
     }).pipe(Effect.provide(verbs))
   )

@@ -20,7 +20,9 @@ import type {
   PortAttr,
   ProtectionDomain,
   QpInitAttr,
-  QueuePair
+  QueuePair,
+  SharedReceiveQueue,
+  SrqInitAttr
 } from "../Verbs.js"
 import { addressOf, decodeFields, fieldsOf, readU64, stableBuffer, viewAt } from "./Codec.js"
 import { type CqOps, IbvCompletionQueue } from "./CompletionQueue.js"
@@ -38,6 +40,7 @@ import {
   setNonBlocking
 } from "./Library.js"
 import { IbvQueuePair, type QpOps, qpInitAttr } from "./QueuePair.js"
+import { createSrq, IbvSrq } from "./Srq.js"
 
 /** `IBV_ACCESS_OPTIONAL_RANGE`: access bits 20–29, which `ibv_reg_mr` (the macro) routes to `ibv_reg_mr_iova2`. */
 const ACCESS_OPTIONAL_RANGE = 0x3ff00000
@@ -175,7 +178,8 @@ export class IbvDevice implements DeviceContext {
     }
     this.#qpOps = {
       postSend: koffi.decode(BigInt(readU64(v, Off.context.postSend)), PostProto),
-      postRecv: koffi.decode(BigInt(readU64(v, Off.context.postRecv)), PostProto)
+      postRecv: koffi.decode(BigInt(readU64(v, Off.context.postRecv)), PostProto),
+      postSrqRecv: koffi.decode(BigInt(readU64(v, Off.context.postSrqRecv)), PostProto)
     }
     const asyncFd = v.getInt32(Off.context.asyncFd, true)
     if (asyncFd >= 0 && setNonBlocking(asyncFd) === 0) {
@@ -349,7 +353,8 @@ const deviceKeys = [
   "maxMrSize",
   "maxQpRdAtom",
   "maxQpInitRdAtom",
-  "physPortCnt"
+  "physPortCnt",
+  "maxSrqWr"
 ] as const
 const portFields = fieldsOf(ibv_port_attr)
 const portKeys = [
@@ -445,10 +450,16 @@ export class IbvProtectionDomain implements ProtectionDomain {
     )
   }
 
+  createSrq = (init: SrqInitAttr): Effect.Effect<SharedReceiveQueue, RdmaError, Scope.Scope> =>
+    createSrq(this.#lib, this.#qpOps, this.address, init)
+
   createQp(init: QpInitAttr): Effect.Effect<QueuePair, RdmaError, Scope.Scope> {
     const lib = this.#lib
     return Effect.acquireRelease(
       Effect.suspend(() => {
+        if (init.srq !== undefined && !(init.srq instanceof IbvSrq)) {
+          return Effect.fail(rdmaError("ibv_create_qp", 22, "with an SRQ not made by Ibverbs "))
+        }
         if (!(init.sendCq instanceof IbvCompletionQueue) || !(init.recvCq instanceof IbvCompletionQueue)) {
           return Effect.fail(
             new RdmaError({
@@ -464,7 +475,7 @@ export class IbvProtectionDomain implements ProtectionDomain {
           )
         }
         const buf = stableBuffer(Size.qpInitAttr)
-        qpInitAttr.encode(buf, init.sendCq.address, init.recvCq.address, init)
+        qpInitAttr.encode(buf, init.sendCq.address, init.recvCq.address, init, init.srq?.address ?? 0)
         const qp = address(lib.createQp(this.address, addressOf(buf)))
         if (qp === 0) return Effect.fail(rdmaError("ibv_create_qp", errnoOf(-1), ""))
         return Effect.succeed(new IbvQueuePair(lib, this.#qpOps, qp, qpInitAttr.cap(buf)))

@@ -166,6 +166,12 @@ export const ibv_qp_init_attr = koffi.struct({
   sq_sig_all: int
 })
 
+/** `struct ibv_srq_attr`. */
+export const ibv_srq_attr = koffi.struct({ max_wr: u32, max_sge: u32, srq_limit: u32 })
+
+/** `struct ibv_srq_init_attr`. */
+export const ibv_srq_init_attr = koffi.struct({ srq_context: ptr, attr: ibv_srq_attr })
+
 /** `struct ibv_qp_attr`. */
 export const ibv_qp_attr = koffi.struct({
   qp_state: int,
@@ -271,6 +277,8 @@ export const structs: Readonly<Record<string, TypeObject>> = {
   ibv_ah_attr,
   ibv_qp_cap,
   ibv_qp_init_attr,
+  ibv_srq_attr,
+  ibv_srq_init_attr,
   ibv_qp_attr,
   ibv_sge,
   ibv_send_wr,
@@ -329,6 +337,7 @@ export const Off = {
     reqNotifyCq: offsetOf(ibv_context, "ops.req_notify_cq"),
     postSend: offsetOf(ibv_context, "ops.post_send"),
     postRecv: offsetOf(ibv_context, "ops.post_recv"),
+    postSrqRecv: offsetOf(ibv_context, "ops.post_srq_recv"),
     cmdFd: offsetOf(ibv_context, "cmd_fd"),
     asyncFd: offsetOf(ibv_context, "async_fd"),
     abiCompat: offsetOf(ibv_context, "abi_compat")
@@ -378,6 +387,8 @@ export const Off = {
     state: offsetOf(ibv_qp, "state")
   },
   cq: { context: offsetOf(ibv_cq, "context"), cqe: offsetOf(ibv_cq, "cqe") },
+  srqInit: { maxWr: offsetOf(ibv_srq_init_attr, "attr.max_wr"), maxSge: offsetOf(ibv_srq_init_attr, "attr.max_sge") },
+  srqAttr: { srqLimit: offsetOf(ibv_srq_attr, "srq_limit") },
   compChannel: { fd: offsetOf(ibv_comp_channel, "fd") },
   mr: { lkey: offsetOf(ibv_mr, "lkey"), rkey: offsetOf(ibv_mr, "rkey") },
   asyncEvent: { element: offsetOf(ibv_async_event, "element"), eventType: offsetOf(ibv_async_event, "event_type") }
@@ -391,6 +402,8 @@ export const Size = {
   wc: koffi.sizeof(ibv_wc),
   qpAttr: koffi.sizeof(ibv_qp_attr),
   qpInitAttr: koffi.sizeof(ibv_qp_init_attr),
+  srqInitAttr: koffi.sizeof(ibv_srq_init_attr),
+  srqAttr: koffi.sizeof(ibv_srq_attr),
   portAttr: koffi.sizeof(ibv_port_attr),
   deviceAttr: koffi.sizeof(ibv_device_attr),
   asyncEvent: koffi.sizeof(ibv_async_event),

@@ -113,6 +113,13 @@ export const bind = (lib: LibraryHandle) => ({
     init: number
   ) => number,
   destroyQp: lib.func("ibv_destroy_qp", "int", [ptr]) as (qp: number) => number,
+  createSrq: lib.func("ibv_create_srq", ptr, [ptr, ptr]) as (pd: number, init: number) => Pointer,
+  modifySrq: lib.func("ibv_modify_srq", "int", [ptr, ptr, "int"]) as (
+    srq: number,
+    attr: number,
+    mask: number
+  ) => number,
+  destroySrq: lib.func("ibv_destroy_srq", "int", [ptr]) as (srq: number) => number,
   getAsyncEvent: lib.func("ibv_get_async_event", "int", [ptr, ptr]) as (ctx: number, event: number) => number,
   ackAsyncEvent: lib.func("ibv_ack_async_event", "void", [ptr]) as (event: number) => void,
   optional: optional(lib)

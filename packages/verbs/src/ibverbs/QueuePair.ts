@@ -23,10 +23,11 @@ import {
 import { ibv_qp_attr, ibv_qp_init_attr, Off, Size } from "./Layout.js"
 import { errnoOf, errnoText, type Library } from "./Library.js"
 
-/** The decoded `ops` functions a QP calls. */
+/** The decoded `ops` functions a QP (and an SRQ) calls. */
 export interface QpOps {
   readonly postSend: (qp: number, wr: number, badWr: number) => number
   readonly postRecv: (qp: number, wr: number, badWr: number) => number
+  readonly postSrqRecv: (srq: number, wr: number, badWr: number) => number
 }
 
 /**
@@ -34,10 +35,15 @@ export interface QpOps {
  * `sg_list` points at its SGEs and its `next` at slot i+1; a post terminates the chain at its last WR and restores the
  * link afterwards.
  */
-class WrChain<W extends { readonly sgList: ReadonlyArray<Sge>; readonly numSge?: number }> {
+export class WrChain<W extends { readonly sgList: ReadonlyArray<Sge>; readonly numSge?: number }> {
   readonly view: DataView
   readonly address: number
   readonly posted: Array<W | null>
+  /** The WR the last post did not post (its `bad_wr`), or null. */
+  bad: W | null = null
+  /** Where the provider writes `bad_wr` for a post of this chain. */
+  readonly badAddr: number
+  readonly badView: DataView
   readonly #buffer: Buffer
 
   constructor(
@@ -52,6 +58,9 @@ class WrChain<W extends { readonly sgList: ReadonlyArray<Sge>; readonly numSge?:
     this.view = new DataView(this.#buffer.buffer)
     this.address = addressOf(this.#buffer)
     this.posted = new Array<W | null>(slots).fill(null)
+    const bad = stableBuffer(8)
+    this.badAddr = addressOf(bad)
+    this.badView = new DataView(bad.buffer)
     for (let i = 0; i < slots; i++) {
       writeU64(this.view, i * wrSize + sgListOffset, this.address + sgeBase + i * Math.max(1, maxSge) * Size.sge)
       this.link(i)
@@ -141,6 +150,7 @@ export class IbvQueuePair implements QueuePair {
   readonly #recv: WrChain<RecvWr>
   readonly #badAddr: number
   readonly #badView: DataView
+  readonly #postRecv = (wrs: number): number => this.#ops.postRecv(this.address, wrs, this.#recv.badAddr)
   readonly #attrBuf = stableBuffer(Size.qpAttr)
   readonly #attrView = new DataView(this.#attrBuf.buffer)
   readonly #initBuf = stableBuffer(Size.qpInitAttr)
@@ -212,34 +222,9 @@ export class IbvQueuePair implements QueuePair {
       this.badRecvWr = wr
       return Errno.EINVAL
     }
-    const chain = this.#recv
-    let k = 0
-    let cur: RecvWr | null | undefined = wr
-    let stopErrno = 0
-    for (; cur; cur = cur.next) {
-      if (k === chain.slots) {
-        stopErrno = Errno.ENOMEM
-        break
-      }
-      if (!chain.writeSges(k, cur, R.numSge)) {
-        stopErrno = Errno.EINVAL
-        break
-      }
-      writeU64(chain.view, k * Size.recvWr + R.wrId, cur.wrId)
-      chain.posted[k] = cur
-      k++
-    }
-    if (k > 0) {
-      chain.terminate(k - 1)
-      const rc = this.#ops.postRecv(this.address, chain.address, this.#badAddr)
-      chain.link(k - 1)
-      if (rc !== 0) {
-        this.badRecvWr = chain.objectAt(readU64(this.#badView, 0))
-        return rc
-      }
-    }
-    this.badRecvWr = stopErrno === 0 ? null : (cur ?? null)
-    return stopErrno
+    const rc = postRecvs(this.#recv, wr, this.#postRecv)
+    this.badRecvWr = this.#recv.bad
+    return rc
   }
 
   modifyQp(attr: QpAttr, mask: number): Effect.Effect<void, RdmaError> {
@@ -312,6 +297,40 @@ export class IbvQueuePair implements QueuePair {
   })
 }
 
+/**
+ * Posts the RECV chain `wr` through `post` (the provider's `post_recv` or `post_srq_recv` on the chain's first WR, its
+ * `bad_wr` into `chain.badAddr`): 0 or the errno, the first WR not posted left in `chain.bad`.
+ */
+export const postRecvs = (chain: WrChain<RecvWr>, wr: RecvWr, post: (wrs: number) => number): number => {
+  let k = 0
+  let cur: RecvWr | null | undefined = wr
+  let stopErrno = 0
+  for (; cur; cur = cur.next) {
+    if (k === chain.slots) {
+      stopErrno = Errno.ENOMEM
+      break
+    }
+    if (!chain.writeSges(k, cur, R.numSge)) {
+      stopErrno = Errno.EINVAL
+      break
+    }
+    writeU64(chain.view, k * Size.recvWr + R.wrId, cur.wrId)
+    chain.posted[k] = cur
+    k++
+  }
+  if (k > 0) {
+    chain.terminate(k - 1)
+    const rc = post(chain.address)
+    chain.link(k - 1)
+    if (rc !== 0) {
+      chain.bad = chain.objectAt(readU64(chain.badView, 0))
+      return rc
+    }
+  }
+  chain.bad = stopErrno === 0 ? null : (cur ?? null)
+  return stopErrno
+}
+
 const destroyedError = (op: string) =>
   new RdmaError({ op, errno: Errno.EINVAL, message: `${op} on a destroyed QP: EINVAL` })
 
@@ -321,12 +340,14 @@ export const qpInitAttr = {
     buffer: Buffer,
     sendCq: number,
     recvCq: number,
-    value: { readonly cap: object; readonly qpType: number; readonly sqSigAll?: boolean }
+    value: { readonly cap: object; readonly qpType: number; readonly sqSigAll?: boolean },
+    srq = 0
   ): void => {
     const v = new DataView(buffer.buffer, buffer.byteOffset, buffer.length)
     buffer.fill(0)
     writeU64(v, (qpInitFields.get("send_cq") as { offset: number }).offset, sendCq)
     writeU64(v, (qpInitFields.get("recv_cq") as { offset: number }).offset, recvCq)
+    writeU64(v, (qpInitFields.get("srq") as { offset: number }).offset, srq)
     encodeFields(v, qpInitFields, { cap: value.cap, qpType: value.qpType, sqSigAll: value.sqSigAll ?? false })
   },
   cap: (buffer: Buffer) =>

@@ -12,6 +12,7 @@ import {
   Errno,
   EventType,
   type Mtu,
+  type ProtectionDomain,
   Rc,
   RdmaError,
   type VerbsShape,
@@ -21,7 +22,7 @@ import {
 import { Effect, type Scope, Stream } from "effect"
 import type { EngineSettings } from "../../EngineConfig.js"
 import { EndpointStore } from "../EndpointStore.js"
-import { makeSharedRecv } from "../SharedRecv.js"
+import { makeSharedRecv, SharedRecv } from "../SharedRecv.js"
 import { isImmRecv } from "./DataRecvs.js"
 import { gidText } from "./NicPath.js"
 import type { EndpointDevice, RdmaEndpoint } from "./RdmaEndpoint.js"
@@ -86,6 +87,30 @@ const resolveGid = (ctx: DeviceContext, name: string, portNum: number, gidIndex:
     return { sgidIndex, gid }
   })
 
+/**
+ * The device's shared notify receive ring (`notify/shared_recv`), its depth at most the device's `max_srq_wr`; none
+ * (each endpoint then keeps receive slots of its own, said in a warning) when the provider has no SRQs or refuses one.
+ */
+const openSharedRecv = (name: string, pd: ProtectionDomain, settings: EngineSettings, maxSrqWr: number | undefined) =>
+  Effect.gen(function* () {
+    const n = settings.notify
+    if (n.sharedRecv !== true) return undefined
+    const maxSlots = Math.min(n.sharedRecvMaxSlots ?? 4096, maxSrqWr ?? Number.POSITIVE_INFINITY)
+    const slots = Math.min(n.sharedRecvSlots ?? 256, maxSlots)
+    const made: SharedRecv | string | undefined =
+      maxSlots < 1
+        ? "the device reports no SRQ: max_srq_wr 0"
+        : yield* Effect.catchAll(makeSharedRecv(pd, { slots, maxSlots, slotBytes: n.slotBytes }), (e) =>
+            Effect.succeed(e.message)
+          )
+    if (made instanceof SharedRecv) return made
+    yield* Effect.logWarning(
+      `${name}: transports/rdma/notify/shared_recv is not used (${made ?? "the verbs provider has no SRQs"}); ` +
+        "each endpoint keeps receive slots of its own"
+    )
+    return undefined
+  })
+
 /** Opens `names` (closed with the scope) and follows each one's port events. */
 export const openDevices = (
   verbs: VerbsShape,
@@ -111,21 +136,7 @@ export const openDevices = (
       const notifyCq = yield* ctx.createCq(cqe)
       const dataCqs: Array<CompletionQueue> = []
       for (let i = 0; i < settings.device.numCqList; i++) dataCqs.push(yield* ctx.createCq(cqe))
-      const n = settings.notify
-      const sharedRecv =
-        n.sharedRecv === true
-          ? yield* makeSharedRecv(pd, {
-              slots: n.sharedRecvSlots ?? 256,
-              maxSlots: n.sharedRecvMaxSlots ?? 4096,
-              slotBytes: n.slotBytes
-            })
-          : undefined
-      if (n.sharedRecv === true && sharedRecv === undefined) {
-        yield* Effect.logWarning(
-          `${name}: the verbs provider has no shared receive queues; transports/rdma/notify/shared_recv is ignored ` +
-            "(each endpoint keeps receive slots of its own)"
-        )
-      }
+      const sharedRecv = yield* openSharedRecv(name, pd, settings, limits.device?.maxSrqWr)
       const device: RdmaDevice = {
         name,
         index: devices.length,
