@@ -7,6 +7,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { makeNotification } from "@tent/rpc"
+import { SendFlags, WrOpcode } from "@tent/verbs"
 import { Effect } from "effect"
 import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
 import type { RdmaEndpoint } from "../src/internal/rdma/RdmaEndpoint.js"
@@ -173,6 +174,38 @@ describe("notify receives shared per device (shared_recv)", () => {
         const names = B.inbox.drain().map((n) => new TextDecoder().decode(n.name))
         expect(names).toEqual(Array.from({ length: 200 }, (_, i) => `f${i}`))
         expect(deviceB.sharedRecv?.ring.capacity).toBeGreaterThan(4)
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "a peer's WRITE with immediate into a notify QP gives the slot it took back: the queue stays whole",
+    () =>
+      Effect.gen(function* () {
+        const { A, B } = yield* twoTransports(undefined, { config: shared(4) })
+        yield* connectBoth(A)
+        const deviceB = B.devices[0] as RdmaDevice
+        const [a0] = A.devices as ReadonlyArray<RdmaDevice>
+        const hostile = [...(a0 as RdmaDevice).store.active.values()][0]?.notify.qp
+        if (hostile === undefined || a0 === undefined) return yield* Effect.dieMessage("no notify QP from A's mlx0")
+        // 40 zero-byte WRITEs with immediate on A's notify QP: each takes one of B's shared RECVs (none is a SEND).
+        for (let i = 0; i < 40; i++) {
+          const wr = { wrId: 2 ** 40 + i, opcode: WrOpcode.RDMA_WRITE_WITH_IMM, sendFlags: SendFlags.SIGNALED }
+          expect(hostile.postSend({ ...wr, sgList: [], numSge: 0, immData: i, remoteAddr: 0, rkey: 0 })).toBe(0)
+          if (i % 4 === 3) yield* Effect.sleep("5 millis")
+        }
+        // Every slot posted again (the ring may have grown under them: each took a slot before the poller ran).
+        const whole = () => posted(deviceB) === deviceB.sharedRecv?.ring.capacity
+        expect(yield* waitUntil(() => whole() && B.counters.flushed + B.counters.notifyErrors === 0, 5_000)).toBe(true)
+        console.log(
+          `40 WRITEs with immediate into B's notify QP: ${posted(deviceB)} of ${deviceB.sharedRecv?.ring.capacity} shared slots posted`
+        )
+        // The queue serves the other endpoint as before.
+        a0.enabled = false
+        for (let i = 0; i < 100; i++) yield* A.sendNotification("B", makeNotification(`h${i}`, "x"))
+        a0.enabled = true
+        expect(yield* waitUntil(() => B.counters.received >= 100)).toBe(true)
+        expect(posted(deviceB)).toBe(deviceB.sharedRecv?.ring.capacity)
       }),
     60_000
   )

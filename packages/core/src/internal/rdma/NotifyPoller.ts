@@ -135,6 +135,7 @@ export const start = (options: {
     if (buf === undefined || byteLen > notify.slotBytes) {
       counters.malformed++
       Metrics.rejectedSlot.update(1)
+      if (buf !== undefined) shared?.repost(index)
       return
     }
     if (byteLen === 0) {
@@ -209,10 +210,13 @@ export const start = (options: {
   const handle = (w: WorkCompletion): void => {
     const ep = table.get(w.qpNum)
     const isSend = w.wrId >= SEND_WR_BASE
-    // A shared slot whose receive failed (flushed), or of a QP no longer in the table, goes back to its queue now.
-    if (!isSend && shared !== undefined && (w.status !== WcStatus.SUCCESS || ep === undefined)) {
-      shared.repost(w.wrId)
-    }
+    // A shared slot whose receive failed (flushed), of a QP no longer in the table, or taken by anything but a SEND
+    // (a peer's WRITE with immediate) goes back to its queue now: no endpoint's fate may keep a slot of the device's.
+    const sharedBack =
+      !isSend &&
+      shared !== undefined &&
+      (w.status !== WcStatus.SUCCESS || ep === undefined || w.opcode !== WcOpcode.RECV)
+    if (sharedBack) shared?.repost(w.wrId)
     if (w.status !== WcStatus.SUCCESS) {
       const notReady =
         ep === undefined || ep.status !== "READY" || (retirement.onNotifyError === "disable" && !ep.notify.connected)
