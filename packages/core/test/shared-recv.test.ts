@@ -27,6 +27,16 @@ const connectBoth = (A: Side) =>
     discard: true
   })
 
+/** Two transports whose devices share receives (`slots` posted), each of A's devices connected to B's first NIC. */
+const sharedPair = (slots: number) =>
+  Effect.gen(function* () {
+    const { A, B } = yield* twoTransports(undefined, { config: shared(slots) })
+    yield* connectBoth(A)
+    const [a0, a1] = A.devices as ReadonlyArray<RdmaDevice>
+    if (a0 === undefined || a1 === undefined) return yield* Effect.dieMessage("two devices expected")
+    return { A, B, deviceB: B.devices[0] as RdmaDevice, a0 }
+  })
+
 /** RECVs posted in the device's SRQ (SoftVerbs' record of it: its queue's depth). */
 const posted = (device: RdmaDevice) =>
   (device.sharedRecv?.srq as unknown as { readonly queue: { readonly depth: number } } | undefined)?.queue.depth
@@ -41,9 +51,7 @@ const waitUntil = (check: () => boolean, ms = 30_000) =>
 describe("notify receives shared per device (shared_recv)", () => {
   it.scopedLive("an idle endpoint holds no receive slot: the device's ring is all the receive memory, once", () =>
     Effect.gen(function* () {
-      const { A, B } = yield* twoTransports(undefined, { config: shared(256) })
-      yield* connectBoth(A)
-      const deviceB = B.devices[0] as RdmaDevice
+      const { deviceB } = yield* sharedPair(256)
       const eps = endpointsOn(deviceB)
       expect(eps.length).toBe(2)
       for (const ep of eps) {
@@ -71,14 +79,10 @@ describe("notify receives shared per device (shared_recv)", () => {
     "two endpoints' bursts into a shared queue of 2, the poller a turn late: every one delivered in order, the queue grown, every slot back",
     () =>
       Effect.gen(function* () {
-        const { A, B } = yield* twoTransports(undefined, { config: shared(2) })
-        yield* connectBoth(A)
-        const deviceB = B.devices[0] as RdmaDevice
+        const { A, B, deviceB, a0 } = yield* sharedPair(2)
         pollerTurnLate(B)
         // Alternately from A's two devices (sends leave from the first enabled one) in runs of 50: both endpoints'
         // sends are in flight together, into the one queue.
-        const [a0, a1] = A.devices as ReadonlyArray<RdmaDevice>
-        if (a0 === undefined || a1 === undefined) return yield* Effect.dieMessage("two devices expected")
         const per = 1000
         for (let run = 0; run < (2 * per) / 50; run++) {
           const from = run % 2
@@ -113,11 +117,7 @@ describe("notify receives shared per device (shared_recv)", () => {
     "a notify QP forced to ERR while its peer sends: the queue stays whole, the other endpoint carries on",
     () =>
       Effect.gen(function* () {
-        const { A, B } = yield* twoTransports(undefined, { config: shared(4) })
-        yield* connectBoth(A)
-        const deviceB = B.devices[0] as RdmaDevice
-        const [a0] = A.devices as ReadonlyArray<RdmaDevice>
-        if (a0 === undefined) return yield* Effect.dieMessage("a device expected")
+        const { A, B, deviceB, a0 } = yield* sharedPair(4)
         // 200 from A's first device (within its window: a sender on a dead channel waits for slots, as TENT's);
         // B's endpoint of it is forced to ERR while they arrive.
         const victim = endpointsOn(deviceB).find((ep) => ep.peerNicPath.endsWith("@mlx0"))
@@ -159,9 +159,7 @@ describe("notify receives shared per device (shared_recv)", () => {
     "a stopped poller (the application frozen, the NIC live) leaves the queue as it is; resumed, it grows",
     () =>
       Effect.gen(function* () {
-        const { A, B } = yield* twoTransports(undefined, { config: shared(4) })
-        yield* connectBoth(A)
-        const deviceB = B.devices[0] as RdmaDevice
+        const { A, B, deviceB } = yield* sharedPair(4)
         B.poller.pause(true)
         // 200 posted (within the window): 4 land, the rest are RNR-NAKed and retried by A's NIC.
         for (let i = 0; i < 200; i++) yield* A.sendNotification("B", makeNotification(`f${i}`, "x"))
@@ -182,12 +180,9 @@ describe("notify receives shared per device (shared_recv)", () => {
     "a peer's WRITE with immediate into a notify QP gives the slot it took back: the queue stays whole",
     () =>
       Effect.gen(function* () {
-        const { A, B } = yield* twoTransports(undefined, { config: shared(4) })
-        yield* connectBoth(A)
-        const deviceB = B.devices[0] as RdmaDevice
-        const [a0] = A.devices as ReadonlyArray<RdmaDevice>
-        const hostile = [...(a0 as RdmaDevice).store.active.values()][0]?.notify.qp
-        if (hostile === undefined || a0 === undefined) return yield* Effect.dieMessage("no notify QP from A's mlx0")
+        const { A, B, deviceB, a0 } = yield* sharedPair(4)
+        const hostile = [...a0.store.active.values()][0]?.notify.qp
+        if (hostile === undefined) return yield* Effect.dieMessage("no notify QP from A's mlx0")
         // 40 zero-byte WRITEs with immediate on A's notify QP: each takes one of B's shared RECVs (none is a SEND).
         for (let i = 0; i < 40; i++) {
           const wr = { wrId: 2 ** 40 + i, opcode: WrOpcode.RDMA_WRITE_WITH_IMM, sendFlags: SendFlags.SIGNALED }
