@@ -6,7 +6,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { Errno, SendFlags, WcOpcode, WcStatus } from "../src/index.js"
-import { INITIAL_RING, type SoftQp } from "../src/soft/SoftQp.js"
+import { INITIAL_RING } from "../src/soft/RecvQueue.js"
+import type { SoftQp } from "../src/soft/SoftQp.js"
 import { makePair, pollN, recvWr, sendWr } from "./support.js"
 
 const rings = (qp: unknown) => {

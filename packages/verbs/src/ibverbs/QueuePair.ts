@@ -148,8 +148,6 @@ export class IbvQueuePair implements QueuePair {
   readonly #qpView: DataView
   readonly #send: WrChain<SendWr>
   readonly #recv: WrChain<RecvWr>
-  readonly #badAddr: number
-  readonly #badView: DataView
   readonly #postRecv = (wrs: number): number => this.#ops.postRecv(this.address, wrs, this.#recv.badAddr)
   readonly #attrBuf = stableBuffer(Size.qpAttr)
   readonly #attrView = new DataView(this.#attrBuf.buffer)
@@ -165,9 +163,6 @@ export class IbvQueuePair implements QueuePair {
     this.qpNum = this.#qpView.getUint32(Off.qp.qpNum, true)
     this.#send = new WrChain(Math.max(1, cap.maxSendWr), cap.maxSendSge, Size.sendWr, S.next, S.sgList)
     this.#recv = new WrChain(Math.max(1, cap.maxRecvWr), cap.maxRecvSge, Size.recvWr, R.next, R.sgList)
-    const bad = stableBuffer(8)
-    this.#badAddr = addressOf(bad)
-    this.#badView = new DataView(bad.buffer)
   }
 
   get state(): QpState {
@@ -206,10 +201,10 @@ export class IbvQueuePair implements QueuePair {
     }
     if (k > 0) {
       chain.terminate(k - 1)
-      const rc = this.#ops.postSend(this.address, chain.address, this.#badAddr)
+      const rc = this.#ops.postSend(this.address, chain.address, chain.badAddr)
       chain.link(k - 1)
       if (rc !== 0) {
-        this.badSendWr = chain.objectAt(readU64(this.#badView, 0))
+        this.badSendWr = chain.objectAt(readU64(chain.badView, 0))
         return rc
       }
     }

@@ -24,9 +24,6 @@ import * as State from "./qp/QpState.js"
 import * as Requester from "./qp/Requester.js"
 import * as Responder from "./qp/Responder.js"
 import { EMPTY, INITIAL_RING, RecvQueue, type Ring, regrow } from "./RecvQueue.js"
-
-export { INITIAL_RING } from "./RecvQueue.js"
-
 import type { SoftCq } from "./SoftCq.js"
 
 /** What a QP needs from its device. */
@@ -149,7 +146,6 @@ export class SoftQp implements QueuePair {
   readonly rq: RecvQueue
   /** Created with an SRQ: `postRecv` is refused and ERR or RESET leave the shared WQEs alone. */
   readonly shared: boolean
-  readonly maxRecvSge: number
   // The open RECV (taken from `rq` when a SEND's first packet arrived): its id and scatter list.
   curWrId = 0
   curNumSge = 0
@@ -209,7 +205,6 @@ export class SoftQp implements QueuePair {
     this.maxInline = cap.maxInlineData
     this.shared = srq !== undefined
     this.rq = srq ?? new RecvQueue(Math.max(1, cap.maxRecvWr), Math.max(1, cap.maxRecvSge))
-    this.maxRecvSge = this.rq.maxSge
     this.maxWindow = device.windowFor(this.mtu)
     this.cwnd = this.maxWindow
     this.placementDelayMs = device.placementDelayMs

@@ -41,7 +41,7 @@ const postOneRecv = (qp: SoftQp, w: RecvWr): number => {
   if (qp.state === QpState.RESET || qp.destroyed || qp.shared) return Errno.EINVAL
   if (qp.state === QpState.ERR) {
     const numSge = w.numSge ?? w.sgList.length
-    if (numSge > qp.maxRecvSge || numSge > w.sgList.length) return Errno.EINVAL
+    if (numSge > qp.rq.maxSge || numSge > w.sgList.length) return Errno.EINVAL
     qp.recvCq.push(w.wrId, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV, 0, 0, qp.qpNum, 0, 0)
     return 0
   }
@@ -73,9 +73,9 @@ const openRecv = (qp: SoftQp): void => {
   qp.curNumSge = n
   if (qp.curSgeAddr.length === 0) {
     // The QP's first message: its open-receive scatter list is made now.
-    qp.curSgeAddr = new Float64Array(qp.maxRecvSge)
-    qp.curSgeLen = new Uint32Array(qp.maxRecvSge)
-    qp.curSgeLkey = new Uint32Array(qp.maxRecvSge)
+    qp.curSgeAddr = new Float64Array(rq.maxSge)
+    qp.curSgeLen = new Uint32Array(rq.maxSge)
+    qp.curSgeLkey = new Uint32Array(rq.maxSge)
   }
   for (let k = 0; k < n; k++) {
     qp.curSgeAddr[k] = rq.sgeAddr[base + k] as number
