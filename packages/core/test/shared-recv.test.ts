@@ -14,8 +14,17 @@ import type { RdmaEndpoint } from "../src/internal/rdma/RdmaEndpoint.js"
 import { pollerTurnLate, type Side, twoTransports } from "./fixtures/endpoints.js"
 
 const KiB = 1024
-const shared = (slots: number) => ({
-  transports: { rdma: { notify: { lazy_slots: true, shared_recv: true, shared_recv_slots: slots } } }
+const shared = (slots: number, window?: number) => ({
+  transports: {
+    rdma: {
+      notify: {
+        lazy_slots: true,
+        shared_recv: true,
+        shared_recv_slots: slots,
+        ...(window === undefined ? {} : { slots: window })
+      }
+    }
+  }
 })
 
 /** B's endpoints on its first device (one per A device that connected to it). */
@@ -28,9 +37,9 @@ const connectBoth = (A: Side) =>
   })
 
 /** Two transports whose devices share receives (`slots` posted), each of A's devices connected to B's first NIC. */
-const sharedPair = (slots: number) =>
+const sharedPair = (slots: number, window?: number) =>
   Effect.gen(function* () {
-    const { A, B } = yield* twoTransports(undefined, { config: shared(slots) })
+    const { A, B } = yield* twoTransports(undefined, { config: shared(slots, window) })
     yield* connectBoth(A)
     const [a0, a1] = A.devices as ReadonlyArray<RdmaDevice>
     if (a0 === undefined || a1 === undefined) return yield* Effect.dieMessage("two devices expected")
@@ -109,6 +118,43 @@ describe("notify receives shared per device (shared_recv)", () => {
         expect(yield* waitUntil(() => posted(deviceB) === ring, 5_000)).toBe(true)
         // Each endpoint still holds no receive slot of its own.
         expect(endpointsOn(deviceB).map((ep) => ep.notify.recvCapacity)).toEqual([0, 0])
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "bursts into a consumer slower than the senders: the queue grows to the senders' windows and no further",
+    () =>
+      Effect.gen(function* () {
+        // Windows of 64 (`notify/slots`), two endpoints on B's device: a ring of at most 128. The senders' windows free as
+        // B's NIC takes each SEND, not as its poller does: without the bound the ring grew to 1024 here.
+        const { A, B, deviceB, a0 } = yield* sharedPair(2, 64)
+        pollerTurnLate(B)
+        const per = 1000
+        for (let run = 0; run < (2 * per) / 100; run++) {
+          const from = run % 2
+          a0.enabled = from === 0
+          for (let i = 0; i < 100; i++) {
+            const k = Math.floor(run / 2) * 100 + i
+            yield* A.sendNotification("B", makeNotification(`d${from}-${k}`, "x"))
+          }
+        }
+        a0.enabled = true
+        expect(yield* waitUntil(() => B.counters.received >= 2 * per)).toBe(true)
+        const names = B.inbox.drain().map((n) => new TextDecoder().decode(n.name))
+        for (const from of [0, 1]) {
+          expect(names.filter((n) => n.startsWith(`d${from}-`))).toEqual(
+            Array.from({ length: per }, (_, k) => `d${from}-${k}`)
+          )
+        }
+        const ring = deviceB.sharedRecv?.ring.capacity ?? 0
+        console.log(
+          `two senders' windows of 64 into a shared queue of 2, the poller a turn late: the ring grew 2 → ${ring}`
+        )
+        // Grown (the limit event works), to the two windows (128) at most: what did not fit waited at the senders.
+        expect(ring).toBeGreaterThan(2)
+        expect(ring).toBeLessThanOrEqual(128)
+        expect(yield* waitUntil(() => posted(deviceB) === ring, 5_000)).toBe(true)
       }),
     60_000
   )

@@ -12,7 +12,14 @@
  * NIC live) leaves the queue empty and its peers RNR-NAKed, as its own receive ring would, instead of registering
  * more memory for what nobody takes. Meanwhile a burst from many peers is RNR-NAKed and retried by their NICs
  * (`rnr_retry` 7), the flow control of a lazy ring. A poller that reposts each slot as it completes never lets the
- * queue run low, and it stays as it is. Hot path: `repost` is plain synchronous code on one reused work request.
+ * queue run low, and it stays as it is.
+ *
+ * Nor does it grow past one sender's window (`notify/slots`) per notify QP attached: TENT's receives per endpoint,
+ * shared. A sender's window frees as this NIC takes each SEND, not as the consumer does, so without the bound a consumer
+ * slower than one peer's burst had the queue grow to hold the burst (every message then waits behind a longer queue,
+ * and a NIC that shares its host's CPU takes more of it from the consumer: `bench engine`'s 2000-notification burst
+ * went from 33–36 ms to 64–93 ms); bounded, the rest of the burst is RNR-NAKed and waits at the sender, as with TENT's
+ * rings. Hot path: `repost` is plain synchronous code on one reused work request.
  */
 import type { ProtectionDomain, RecvWr, SharedReceiveQueue } from "@tent/verbs"
 import { RdmaError } from "@tent/verbs"
@@ -24,6 +31,8 @@ export interface SharedRecvSettings {
   readonly slots: number
   readonly maxSlots: number
   readonly slotBytes: number
+  /** A sender's window (`notify/slots`): the ring holds at most this many per notify QP attached. */
+  readonly perQp: number
 }
 
 export class SharedRecv {
@@ -33,6 +42,10 @@ export class SharedRecv {
   growFailures = 0
   /** The SRQ's limit was reached: the next repost grows the ring. */
   private low = false
+  /** The SRQ's limit is armed (it fires once). */
+  private armed = false
+  /** Notify QPs created with the SRQ and not yet destroyed. */
+  private qps = 0
   private readonly sge = { addr: 0, length: 0, lkey: 0 }
   private readonly wr: RecvWr = { wrId: 0, sgList: [this.sge] }
 
@@ -57,22 +70,41 @@ export class SharedRecv {
     return undefined
   }
 
+  /** The most the ring may hold now: `shared_recv_max_slots`, and a window per notify QP attached. */
+  get bound(): number {
+    return Math.min(this.ring.max, this.settings.perQp * this.qps)
+  }
+
   /** Arms the SRQ's limit at a quarter of the ring, while it may still grow. */
   private arm(): void {
-    if (this.ring.capacity < this.ring.max)
-      Effect.runSync(Effect.ignore(this.srq.armLimit(Math.max(1, this.ring.capacity >> 2))))
+    if (this.ring.capacity >= this.bound) return
+    this.armed = true
+    Effect.runSync(Effect.ignore(this.srq.armLimit(Math.max(1, this.ring.capacity >> 2))))
+  }
+
+  /** A notify QP was created with the SRQ: the ring may grow by one more window (the limit is armed if it was not). */
+  attach(): void {
+    this.qps++
+    if (!this.armed && !this.low) this.arm()
+  }
+
+  /** A notify QP created with the SRQ was destroyed. */
+  detach(): void {
+    this.qps = Math.max(0, this.qps - 1)
   }
 
   /** The SRQ ran low (its limit event): the poller's next repost grows the ring. */
   onLimit(): void {
+    this.armed = false
     this.low = true
   }
 
-  /** Doubles the ring, posts its new slots and arms the limit again. */
+  /** Doubles the ring (up to {@link bound}), posts its new slots and arms the limit again. */
   private grow(): void {
     this.low = false
-    if (this.ring.capacity >= this.ring.max) return
-    const first = this.ring.grow(this.alloc, this.ring.capacity)
+    const by = Math.min(this.ring.capacity, this.bound - this.ring.capacity)
+    if (by <= 0) return
+    const first = this.ring.grow(this.alloc, by)
     if (first instanceof RdmaError) {
       this.growFailures++
       return

@@ -100,7 +100,7 @@ const openSharedRecv = (name: string, pd: ProtectionDomain, settings: EngineSett
     const made: SharedRecv | string | undefined =
       maxSlots < 1
         ? "the device reports no SRQ: max_srq_wr 0"
-        : yield* Effect.catchAll(makeSharedRecv(pd, { slots, maxSlots, slotBytes: n.slotBytes }), (e) =>
+        : yield* Effect.catchAll(makeSharedRecv(pd, { slots, maxSlots, slotBytes: n.slotBytes, perQp: n.slots }), (e) =>
             Effect.succeed(e.message)
           )
     if (made instanceof SharedRecv) return made

@@ -231,7 +231,14 @@ export class RdmaEndpoint {
       QpAttrMask.STATE | QpAttrMask.PKEY_INDEX | QpAttrMask.PORT | QpAttrMask.ACCESS_FLAGS
     )
     this.notify.qp = notifyQp
-    this.notify.sharedRecv = this.device.sharedRecv !== undefined
+    const shared = this.device.sharedRecv
+    this.notify.sharedRecv = shared !== undefined
+    // The shared ring may hold one more sender's window while this QP lives (released before the QP is destroyed).
+    if (shared !== undefined)
+      yield* Effect.acquireRelease(
+        Effect.sync(() => shared.attach()),
+        () => Effect.sync(() => shared.detach())
+      )
     yield* this.notify.allocate(this.device.pd)
   })
 
