@@ -12,7 +12,7 @@ import { makeNotification, type Notification } from "@tent/rpc"
 import { Context, Effect, Layer, Stream } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import { Diagnostics, Receipts, Resend, Series, TransferEngine } from "../src/index.js"
-import { Ledger } from "../src/internal/Ledger.js"
+import { EngineReceipts, Ledger } from "../src/internal/Ledger.js"
 import { fixture, spawnChild } from "./fixtures/child.js"
 import { engineLayer, payload } from "./fixtures/engine.js"
 import { PEER_READY_MS, request } from "./fixtures/pair.js"
@@ -155,6 +155,35 @@ describe("two engines in this process", () => {
       expect(b.diag.counters.rdma?.malformed).toBe(0)
       expect(a.diag.counters.rdma?.malformed).toBe(0)
     })
+  )
+
+  it.scopedLive(
+    "an idle engine's receipt ticker parks; the next notification wakes it, and an unreceipted one is still resent",
+    () =>
+      Effect.gen(function* () {
+        const ctx = yield* Layer.build(engineLayer({ notification: { receipt_resend_ms: 200 } }, undefined, Series.all))
+        const a = {
+          engine: Context.get(ctx, TransferEngine.TransferEngine),
+          diag: Context.get(ctx, Diagnostics.Diagnostics)
+        }
+        const ledger = ctx.unsafeMap.get(EngineReceipts.key) as Ledger
+        const b = yield* inProcess({}, Series.all)
+        yield* a.engine.sendNotification(b.engine.segmentName, n(0))
+        const ra = a.diag.counters.receipts
+        yield* until(() => (ra?.receipted ?? 0) >= 1)
+        // Nothing live: within a tick or two (100 ms each) the ticker parks, and an idle engine wakes for nothing.
+        yield* until(() => ledger.parked, 2_000)
+        expect(ledger.parked).toBe(true)
+        // B's poller stopped: n(1) lands in B's NIC and is not acknowledged. Its accept wakes the ticker, which sends
+        // it again over the control plane after 200 ms; that reply is its receipt.
+        yield* b.diag.pauseNotifyPoller(true)
+        yield* a.engine.sendNotification(b.engine.segmentName, n(1))
+        expect(ledger.parked).toBe(false)
+        yield* until(() => (ra?.receipted ?? 0) >= 2, 10_000)
+        expect(ra?.receipted).toBe(2)
+        expect(ra?.resent).toBeGreaterThanOrEqual(1)
+        yield* b.diag.pauseNotifyPoller(false)
+      })
   )
 
   it.scopedLive(

@@ -133,6 +133,10 @@ export class Ledger {
   readonly waiters = new WeakMap<Notification, (outcome: Undelivered | undefined) => void>()
   /** Wakes the worker (set by `ReceiptWorker`). */
   kick: (d: Destination) => void = () => {}
+  /** The worker's ticker is parked (no entry was live at its last tick): {@link accept} wakes it. */
+  parked = false
+  /** Wakes the parked ticker (set by `ReceiptWorker`). */
+  unpark: () => void = () => {}
 
   constructor(
     readonly settings: ReceiptsShape,
@@ -203,6 +207,10 @@ export class Ledger {
     d.entries.push(e)
     d.live++
     this.counters.accepted++
+    if (this.parked) {
+      this.parked = false
+      this.unpark()
+    }
     if (!sent) this.kick(d)
     return e
   }

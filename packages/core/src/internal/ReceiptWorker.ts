@@ -1,5 +1,6 @@
 /**
- * The receipts' worker: one ticker fiber for the engine (never a timer per notification) that ends overdue entries as
+ * The receipts' worker: one ticker fiber for the engine (never a timer per notification; parked while no entry is
+ * live, woken by the next `accept`, so an idle engine does no receipt work) that ends overdue entries as
  * `Undelivered{Timeout}` and, per destination, sends again over the control plane's `Notify` every entry that has not
  * been sent yet (accepted while the notify QP could not take it) or has waited `notification/receipt_resend_ms`
  * without a receipt — with its first stamp, so the receiver's admission delivers it at most once. A `Notify` reply is
@@ -87,16 +88,26 @@ export const start: Effect.Effect<
   ledger.kick = run
 
   const tick = Math.max(10, Math.min(100, Math.floor(resendAfterMs / 2)))
+  // While no entry is live the ticker is parked (an idle engine wakes for nothing); the next `accept` opens it.
+  const awake = yield* Effect.makeLatch(true)
+  ledger.unpark = () => Effect.runSync(awake.open)
   yield* Effect.forkScoped(
     Effect.forever(
       Effect.zipRight(
-        Effect.sleep(tick),
+        Effect.zipRight(awake.await, Effect.sleep(tick)),
         Effect.sync(() => {
           const now = ledger.clock()
           ledger.expire(now)
+          let live = false
           for (const d of ledger.destinations.values()) {
-            if (d.live > 0 && !d.busy && firstDue(d, now, resendAfterMs) !== undefined) run(d)
+            if (d.live === 0) continue
+            live = true
+            if (!d.busy && firstDue(d, now, resendAfterMs) !== undefined) run(d)
           }
+          if (live) return
+          // Parked in the same synchronous step that found nothing live: no `accept` falls between the two.
+          ledger.parked = true
+          Effect.runSync(awake.close)
         })
       )
     )
@@ -104,6 +115,7 @@ export const start: Effect.Effect<
   yield* Effect.addFinalizer(() =>
     Effect.sync(() => {
       ledger.kick = () => {}
+      ledger.unpark = () => {}
     })
   )
 })
