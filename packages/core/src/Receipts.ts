@@ -92,6 +92,11 @@ export interface ReceiptsShape {
   readonly ackDelayMs: number
   /** The longest a `sendNotification` call to a peer that offers receipts waits before the ledger takes over (ms). */
   readonly acceptWithinMs: number
+  /**
+   * A receipt owed to a peer rides the next notification to it, in the same SEND (`notify_ack_carry`, offered and
+   * used); false: every receipt is a `CTRL_ACK` of its own. Since 0.4.0.
+   */
+  readonly carryAcks: boolean
 }
 
 /**
@@ -112,7 +117,8 @@ export const defaults = {
   maxUnreceipted: 65_536,
   ackEvery: 32,
   ackDelayMs: 1,
-  acceptWithinMs: 900
+  acceptWithinMs: 900,
+  carryAcks: true
 } as const
 
 /**

@@ -158,6 +158,58 @@ describe("two engines in this process", () => {
   )
 
   it.scopedLive(
+    "a receipt owed rides the next notification to that peer: a ping-pong sends no CTRL_ACK of its own (red without notify_ack_carry)",
+    () =>
+      Effect.gen(function* () {
+        const pingPong = (series: Layer.Layer<Series.Policies, ConfigError>) =>
+          Effect.gen(function* () {
+            const a = yield* inProcess({}, series)
+            const b = yield* inProcess({}, series)
+            // Both endpoints connected first (the echo must post at once, from the handler).
+            yield* a.engine.sendNotification(b.engine.segmentName, n(-1))
+            yield* b.engine.sendNotification(a.engine.segmentName, n(-2))
+            const got = (e: typeof a) => e.diag.counters.rdma?.received ?? 0
+            expect(yield* until(() => got(a) >= 1 && got(b) >= 1, 5_000)).toBe(true)
+            yield* b.engine.subscribe((m) => {
+              if (!b.engine.trySendNotification(a.engine.segmentName, m)) throw new Error("echo not posted at once")
+            })
+            let echoes = 0
+            yield* a.engine.subscribe(() => {
+              echoes++
+            })
+            const rounds = 200
+            for (let i = 0; i < rounds; i++) {
+              yield* a.engine.sendNotification(b.engine.segmentName, n(i))
+              const want = i + 1
+              yield* until(() => echoes >= want, 5_000)
+              expect(echoes).toBe(want)
+            }
+            const [ra, rb] = [a.diag.counters.receipts, b.diag.counters.receipts]
+            yield* until(() => ra?.receipted === rounds + 1 && rb?.receipted === rounds + 1)
+            expect({ a: ra?.receipted, b: rb?.receipted }).toEqual({ a: rounds + 1, b: rounds + 1 })
+            expect(a.diag.counters.rdma?.malformed).toBe(0)
+            expect(b.diag.counters.rdma?.malformed).toBe(0)
+            return { a: ra, b: rb }
+          })
+        const carried = yield* pingPong(Series.all)
+        console.log(
+          `200 ping-pongs: B sent ${carried.b?.acksSent} acks (${carried.b?.acksCarried} carried by its echoes), ` +
+            `A ${carried.a?.acksSent} (${carried.a?.acksCarried} carried by its pings)`
+        )
+        // Each echo, sent from B's subscriber, carries B's ack of its ping. (A's ack of an echo goes alone: its next
+        // ping leaves after this loop's 20 ms poll, later than the 1 ms an ack waits.)
+        expect(carried.b?.acksCarried).toBeGreaterThanOrEqual(190)
+        // The control: the same with receipts that are never carried (as before 0.4.0).
+        const alone = yield* pingPong(
+          Layer.merge(Series.all, Layer.succeed(Receipts.Receipts, Receipts.make({ carryAcks: false })))
+        )
+        expect(alone.b?.acksCarried).toBe(0)
+        expect(alone.b?.acksSent).toBeGreaterThanOrEqual(150)
+      }),
+    60_000
+  )
+
+  it.scopedLive(
     "an idle engine's receipt ticker parks; the next notification wakes it, and an unreceipted one is still resent",
     () =>
       Effect.gen(function* () {

@@ -59,6 +59,12 @@ export const BootstrapDesc = Schema.Struct({
    * engine with `transports/rdma/notify/transfer_bound` = `notify_qp`), a peer gets the notify QP's bytes.
    */
   notify_imm_recvs: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(0, 65536))),
+  /**
+   * 1 when the sender takes a receipt carried with a notification: one SEND holding a header-only `CTRL_ACK` (44 bytes)
+   * and then the notification's frame (`notify_proto` ≥ 2 only). Absent (TENT, and engines before 0.4.0): every
+   * receipt goes to it as a `CTRL_ACK` of its own. Since 0.4.0.
+   */
+  notify_ack_carry: Schema.optional(Schema.Literal(1)),
   /** The sender's initial PSN per data QP (random), paired with `qp_num`; absent (TENT): 0 both ways. */
   qp_psn: Schema.optional(Schema.Array(Schema.Number.pipe(Schema.int(), Schema.between(0, 0xffffff)))),
   /** The sender's notify QP's initial PSN (random); absent (TENT): 0 both ways. */

@@ -345,8 +345,18 @@ export class Delivery {
   /**
    * A decoded frame in `buf` (copied out here, before its slot is reposted) from the NIC path `sender`; false when
    * not admitted (see {@link deliver}). `now`: the clock read once for the poller's pass (see `Dedup.admit`).
+   * `acks`: the channel that owes the sender a receipt for an admitted `NeedsAck` frame, told before the subscribers
+   * run, so that a reply they send at once carries it (`notify_ack_carry`).
    */
-  fromFrame(via: QueueKind, sender: string, buf: Buffer, frame: DecodedFrame, now?: number, held = false): boolean {
+  fromFrame(
+    via: QueueKind,
+    sender: string,
+    buf: Buffer,
+    frame: DecodedFrame,
+    now?: number,
+    held = false,
+    acks?: { owesAck(session: bigint): void }
+  ): boolean {
     // The frame is its own stamp (`session`, `seq`): no object per notification.
     this.lastRefused = false
     this.lastReason = Refusal.None
@@ -357,6 +367,7 @@ export class Delivery {
     if (!this.admit(sender, segmentEnd(sender, true), frame.stamped ? frame : undefined, epoch, now, held)) {
       return false
     }
+    if (frame.needsAck) acks?.owesAck(frame.session)
     const name = new Uint8Array(buf.subarray(frame.nameStart, frame.nameEnd))
     const msg = new Uint8Array(buf.subarray(frame.msgStart, frame.msgEnd))
     // A failure notice (`CtrlFrame.FLAG_FAILURE`, taken only at `notify_proto` 3) keeps its reason: the key tells it.

@@ -80,9 +80,11 @@ export interface ReceiptCounters {
   undelivered: Record<UndeliveredReason, number>
   /** Entries the worker sent over the control plane. */
   resent: number
-  /** `CTRL_ACK`s sent and received. */
+  /** `CTRL_ACK`s sent and received (those carried with a notification included). */
   acksSent: number
   acksReceived: number
+  /** Of {@link acksSent}, those carried in the SEND of a notification to the same peer (`notify_ack_carry`). */
+  acksCarried: number
   /** Acks for another session or incarnation (ignored). */
   acksStale: number
   /** Frames and `Notify`s refused: stamped for another incarnation of this engine. */
@@ -377,6 +379,7 @@ export class Ledger {
       resent: 0,
       acksSent: 0,
       acksReceived: 0,
+      acksCarried: 0,
       acksStale: 0,
       refusedStale: 0,
       peerRestarts: 0,

@@ -83,6 +83,8 @@ export class NotifyChannel {
   connected = false
   /** The peer's `notify_proto` from its `BootstrapDesc`. */
   peerProto = 0
+  /** The peer takes a receipt carried with a notification (`notify_ack_carry`): an owed ack rides the next one. */
+  peerCarriesAcks = false
   /** The peer's receive slot size from its `BootstrapDesc` (`notify_slot_bytes`; TENT's 64 KiB when absent). */
   peerSlotBytes = NOTIFY_SLOT_BYTES
   /** The peer's RPC address, set by the sending side (`""` until then): whose health the slot wait consults. */
@@ -215,8 +217,7 @@ export class NotifyChannel {
   /** Forgets the QP and the slots (the endpoint's scope closes them). */
   release(): void {
     this.connected = false
-    if (this.ackTimer !== undefined) clearTimeout(this.ackTimer)
-    this.ackTimer = undefined
+    this.clearAckTimer()
     this.qp = undefined
     this.alloc = undefined
     this.send.clear()
@@ -314,7 +315,14 @@ export class NotifyChannel {
       stamp = receipts.accept(this.segment, n, true)
       if (stamp === undefined) return LEDGER_FULL
     } else stamp = dedup.stamp(this.peerProto)
-    let len = dedup.encode(buf, offset, n, stamp, this.peerProto, this.frameBytes)
+    // An ack owed to this peer rides in front of the frame (one SEND), when the peer takes it and both fit.
+    let carry = this.peerCarriesAcks && hold === undefined && (this.ackOwed > 0 || this.ackPending)
+    const at = carry ? offset + CtrlFrame.HEADER_BYTES : offset
+    let len = dedup.encode(buf, at, n, stamp, this.peerProto, this.frameBytes - (at - offset))
+    if (carry && len < 0) {
+      carry = false
+      len = dedup.encode(buf, offset, n, stamp, this.peerProto, this.frameBytes)
+    } else if (carry) len += this.writeAck(buf, offset)
     if (hold !== undefined && len >= 0) len = makeHeld(buf, offset, len, this.frameBytes, hold)
     if (len < 0) {
       if (receipted && resent === undefined) receipts.rollback(this.segment, stamp as Stamp)
@@ -325,6 +333,7 @@ export class NotifyChannel {
       if (receipted && resent === undefined) receipts.rollback(this.segment, stamp as Stamp)
       return rc
     }
+    if (carry) this.ackDone(true)
     if (resend.track && !receipted) this.inFlight.push({ notification: n, stamp, peerProto: this.peerProto })
     return 0
   }
@@ -368,10 +377,7 @@ export class NotifyChannel {
    * waiting for the window: without a free slot the ack is marked and goes at the next send completion, ahead of them.
    */
   flushAck(): void {
-    if (this.ackTimer !== undefined) {
-      clearTimeout(this.ackTimer)
-      this.ackTimer = undefined
-    }
+    this.clearAckTimer()
     if (this.ackOwed === 0 && !this.ackPending) return
     const qp = this.qp
     if (!this.connected || qp === undefined) return
@@ -386,23 +392,34 @@ export class NotifyChannel {
     const slot = this.order[(this.head + this.pending) % this.order.length] as number
     const buf = this.send.bufs[slot]
     if (buf === undefined) return
-    const receipts = this.policies.receipts
-    const session = this.ackSession
-    const len = CtrlFrame.encodeAckInto(
-      buf,
-      this.send.offsets[slot] as number,
-      session,
-      receipts.incarnation,
-      receipts.prefix(session)
-    )
-    if (this.postSlot(qp, slot, len) !== 0) {
+    if (this.postSlot(qp, slot, this.writeAck(buf, this.send.offsets[slot] as number)) !== 0) {
       this.ackPending = true
       return
     }
+    this.ackDone(false)
+  }
+
+  /** Writes the owed ack, a header-only `CTRL_ACK` with the cumulative `ack_seq`, at `offset`; its length, 44. */
+  private writeAck(buf: Buffer, offset: number): number {
+    const r = this.policies.receipts
+    return CtrlFrame.encodeAckInto(buf, offset, this.ackSession, r.incarnation, r.prefix(this.ackSession))
+  }
+
+  /** The owed ack was posted: alone, or `carried` in front of a notification. */
+  private ackDone(carried: boolean): void {
+    this.clearAckTimer()
     this.ackOwed = 0
     this.ackPending = false
-    receipts.counters.acksSent++
+    const counters = this.policies.receipts.counters
+    counters.acksSent++
+    if (carried) counters.acksCarried++
     Metrics.ackSent.update(1)
+  }
+
+  private clearAckTimer(): void {
+    if (this.ackTimer === undefined) return
+    clearTimeout(this.ackTimer)
+    this.ackTimer = undefined
   }
 
   /**
@@ -490,8 +507,7 @@ export class NotifyChannel {
   /** The channel stops: not connected any more, every waiter wakes (and fails), the pending table is handed over. */
   close(): Array<PendingNotification> {
     this.connected = false
-    if (this.ackTimer !== undefined) clearTimeout(this.ackTimer)
-    this.ackTimer = undefined
+    this.clearAckTimer()
     this.ackOwed = 0
     this.ackPending = false
     for (const w of Array.from(this.waiters)) w()

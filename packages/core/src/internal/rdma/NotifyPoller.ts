@@ -123,7 +123,8 @@ export const start = (options: {
   /** The CQ being polled: its device's shared ring, if any (a slot of it goes back to it whatever the endpoint). */
   let shared: SharedRecv | undefined
 
-  const handleRecv = (ep: RdmaEndpoint, index: number, byteLen: number): void => {
+  const handleRecv = (ep: RdmaEndpoint, index: number, received: number): void => {
+    let byteLen = received
     const notify = ep.notify
     const ring = shared?.ring
     const buf =
@@ -142,16 +143,21 @@ export const start = (options: {
       repost(ep, index)
       return
     }
-    const offset = ring !== undefined ? (ring.offsets[index] as number) : notify.recvOffset(index)
-    // A receipt from the peer (header-only `CTRL_ACK`): to the ledger, not to the delivery point.
+    let offset = ring !== undefined ? (ring.offsets[index] as number) : notify.recvOffset(index)
+    // A receipt from the peer (header-only `CTRL_ACK`): to the ledger, not to the delivery point. Followed by more
+    // bytes, it was carried with a notification (`notify_ack_carry`): the notification's frame follows it.
     if (
       receipts !== undefined &&
-      byteLen === CtrlFrame.HEADER_BYTES &&
-      CtrlFrame.decodeAckInto(buf, offset, byteLen, ack)
+      byteLen >= CtrlFrame.HEADER_BYTES &&
+      CtrlFrame.decodeAckInto(buf, offset, CtrlFrame.HEADER_BYTES, ack)
     ) {
       receipts.onAck(ep.segment, ack.session, ack.epoch, ack.ackSeq)
-      repost(ep, index)
-      return
+      if (byteLen === CtrlFrame.HEADER_BYTES) {
+        repost(ep, index)
+        return
+      }
+      offset += CtrlFrame.HEADER_BYTES
+      byteLen -= CtrlFrame.HEADER_BYTES
     }
     // A held record (transfer-bound, from a peer this side offered immediates): a copy waits for its lanes' markers.
     const heldLen = marks !== undefined && ep.immRecvs > 0 ? takeHeld(buf, offset, byteLen, held) : -1
@@ -192,12 +198,16 @@ export const start = (options: {
     // A stamped frame is admitted with the clock read once per pass (see `Dedup.admit`).
     if (frame.stamped && now < 0 && passNow < 0) passNow = performance.now()
     const at = now < 0 ? passNow : now
-    if (delivery.fromFrame("rdma", ep.peerNicPath, buf, frame, frame.stamped ? at : undefined, held)) {
+    // Delivered (owed before its subscribers run) or a copy of one delivered: the sender wants a receipt (a refused
+    // one gets none).
+    const acks = receipts === undefined ? undefined : ep.notify
+    if (delivery.fromFrame("rdma", ep.peerNicPath, buf, frame, frame.stamped ? at : undefined, held, acks)) {
       counters.received++
       Metrics.received.rdma.update(1, ep.segment)
-    } else if (!delivery.lastRefused) counters.duplicates++
-    // Delivered or a copy of one delivered: the sender wants a receipt (a refused one gets none).
-    if (frame.needsAck && receipts !== undefined && !delivery.lastRefused) ep.notify.owesAck(frame.session)
+    } else if (!delivery.lastRefused) {
+      counters.duplicates++
+      if (frame.needsAck) acks?.owesAck(frame.session)
+    }
   }
 
   // A retiring endpoint (RFC PR 1: still published) gets no receive reposted into its ERR QP. A lazy ring may grow

@@ -256,7 +256,10 @@ export class RdmaEndpoint {
       notify_proto: receipts.advertise(this.host.policies.dedup.notifyProto),
       // Only an engine that offers receipts adds its incarnation: otherwise the descriptor is TENT's (or the RFC's).
       ...(receipts.enabled && this.host.policies.dedup.notifyProto >= 1
-        ? { notify_incarnation: String(receipts.incarnation) }
+        ? {
+            notify_incarnation: String(receipts.incarnation),
+            ...(receipts.settings.carryAcks ? { notify_ack_carry: 1 as const } : {})
+          }
         : {}),
       // Sent only when it is not TENT's 64 KiB, so a descriptor with TENT's slots is TENT's descriptor.
       ...(this.notify.slotBytes === NOTIFY_SLOT_BYTES ? {} : { notify_slot_bytes: this.notify.slotBytes }),
@@ -296,6 +299,8 @@ export class RdmaEndpoint {
       }
       this.status = "READY"
       this.notify.peerProto = peer.notify_proto
+      this.notify.peerCarriesAcks =
+        receipts.settings.carryAcks && receipts.capable(peer.notify_proto) && peer.notify_ack_carry === 1
       this.notify.peerSlotBytes = peer.notify_slot_bytes ?? NOTIFY_SLOT_BYTES
       // The peer's incarnation: a new one ends what the ledger held for the old one (`Undelivered{PeerRestarted}`).
       if (receipts.capable(peer.notify_proto) && peer.notify_incarnation !== undefined) {
