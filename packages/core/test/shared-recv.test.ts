@@ -57,6 +57,36 @@ const waitUntil = (check: () => boolean, ms = 30_000) =>
     return check()
   })
 
+/**
+ * `per` notifications from each of A's two devices to B, alternately in runs of `run` (sends leave from the first
+ * enabled device): both endpoints' sends are in flight together, into B's one queue. Then every one arrived, in order
+ * per device.
+ */
+const burstFromBoth = (
+  pair: { readonly A: Side; readonly B: Side; readonly a0: RdmaDevice },
+  per: number,
+  run: number
+) =>
+  Effect.gen(function* () {
+    const { A, B, a0 } = pair
+    for (let r = 0; r < (2 * per) / run; r++) {
+      const from = r % 2
+      a0.enabled = from === 0
+      for (let i = 0; i < run; i++) {
+        const k = Math.floor(r / 2) * run + i
+        yield* A.sendNotification("B", makeNotification(`d${from}-${k}`, "x"))
+      }
+    }
+    a0.enabled = true
+    expect(yield* waitUntil(() => B.counters.received >= 2 * per)).toBe(true)
+    const names = B.inbox.drain().map((n) => new TextDecoder().decode(n.name))
+    for (const from of [0, 1]) {
+      expect(names.filter((n) => n.startsWith(`d${from}-`))).toEqual(
+        Array.from({ length: per }, (_, k) => `d${from}-${k}`)
+      )
+    }
+  })
+
 describe("notify receives shared per device (shared_recv)", () => {
   it.scopedLive("an idle endpoint holds no receive slot: the device's ring is all the receive memory, once", () =>
     Effect.gen(function* () {
@@ -88,27 +118,11 @@ describe("notify receives shared per device (shared_recv)", () => {
     "two endpoints' bursts into a shared queue of 2, the poller a turn late: every one delivered in order, the queue grown, every slot back",
     () =>
       Effect.gen(function* () {
-        const { A, B, deviceB, a0 } = yield* sharedPair(2)
+        const pair = yield* sharedPair(2)
+        const { B, deviceB } = pair
         pollerTurnLate(B)
-        // Alternately from A's two devices (sends leave from the first enabled one) in runs of 50: both endpoints'
-        // sends are in flight together, into the one queue.
         const per = 1000
-        for (let run = 0; run < (2 * per) / 50; run++) {
-          const from = run % 2
-          a0.enabled = from === 0
-          for (let i = 0; i < 50; i++) {
-            const k = Math.floor(run / 2) * 50 + i
-            yield* A.sendNotification("B", makeNotification(`d${from}-${k}`, "x"))
-          }
-        }
-        a0.enabled = true
-        expect(yield* waitUntil(() => B.counters.received >= 2 * per)).toBe(true)
-        const names = B.inbox.drain().map((n) => new TextDecoder().decode(n.name))
-        for (const from of [0, 1]) {
-          expect(names.filter((n) => n.startsWith(`d${from}-`))).toEqual(
-            Array.from({ length: per }, (_, k) => `d${from}-${k}`)
-          )
-        }
+        yield* burstFromBoth(pair, per, 50)
         expect(B.counters).toMatchObject({ received: 2 * per, malformed: 0, notifyErrors: 0, duplicates: 0 })
         const ring = deviceB.sharedRecv?.ring.capacity ?? 0
         console.log(`shared receive queue, two senders' bursts, the poller a turn late: the ring grew 2 → ${ring}`)
@@ -128,25 +142,10 @@ describe("notify receives shared per device (shared_recv)", () => {
       Effect.gen(function* () {
         // Windows of 64 (`notify/slots`), two endpoints on B's device: a ring of at most 128. The senders' windows free as
         // B's NIC takes each SEND, not as its poller does: without the bound the ring grew to 1024 here.
-        const { A, B, deviceB, a0 } = yield* sharedPair(2, 64)
+        const pair = yield* sharedPair(2, 64)
+        const { B, deviceB } = pair
         pollerTurnLate(B)
-        const per = 1000
-        for (let run = 0; run < (2 * per) / 100; run++) {
-          const from = run % 2
-          a0.enabled = from === 0
-          for (let i = 0; i < 100; i++) {
-            const k = Math.floor(run / 2) * 100 + i
-            yield* A.sendNotification("B", makeNotification(`d${from}-${k}`, "x"))
-          }
-        }
-        a0.enabled = true
-        expect(yield* waitUntil(() => B.counters.received >= 2 * per)).toBe(true)
-        const names = B.inbox.drain().map((n) => new TextDecoder().decode(n.name))
-        for (const from of [0, 1]) {
-          expect(names.filter((n) => n.startsWith(`d${from}-`))).toEqual(
-            Array.from({ length: per }, (_, k) => `d${from}-${k}`)
-          )
-        }
+        yield* burstFromBoth(pair, 1000, 100)
         const ring = deviceB.sharedRecv?.ring.capacity ?? 0
         console.log(
           `two senders' windows of 64 into a shared queue of 2, the poller a turn late: the ring grew 2 → ${ring}`
