@@ -41,7 +41,7 @@ import * as Vm from "node:vm"
 import { SoftVerbs } from "@tent/verbs"
 import { type BenchOptions, type BenchResult, quantile } from "@tent/verbs/bench"
 import { Context, Effect, Layer, Logger, LogLevel } from "effect"
-import { Diagnostics, Series, TransferEngine } from "../src/index.js"
+import { Diagnostics, NotifyFrame, Series, TransferEngine } from "../src/index.js"
 import { RdmaTransport, type RdmaTransportShape } from "../src/internal/rdma/RdmaTransport.js"
 import { engineLayer } from "../test/fixtures/engine.js"
 import { changes, type FrozenFigures, frozenPhases, snapshot } from "./scale-frozen.js"
@@ -76,8 +76,6 @@ const FROZEN_BURST = 64
 const ONE_PROCESS_PEERS = 8
 /** The idle endpoint's memory is measured per endpoint past this many (the first ones pay one-time costs). */
 const WARM_PEERS = 100
-/** Bytes of one notify slot (`slot_bytes`: the bench keeps TENT's 64 KiB). */
-const SLOT_BYTES = 64 * 1024
 /** The connect figure's floor: the time of the first this many endpoints, connected together. */
 const CONNECT_FLOOR_PEERS = 8
 
@@ -107,8 +105,6 @@ interface ArmFigures {
   readonly rssPerEndpoint: number
   readonly arrayBuffersPerEndpoint: number
   readonly notifyBytesPerEndpoint: number
-  /** Bytes of one notify slot (the idle memory figures' floor when an endpoint registers less). */
-  readonly slotBytes: number
   /** The sizes of the curve (those up to `peers`), and one-way µs and msgs/s per entry of `[...sizes, 1]`. */
   readonly sizes: ReadonlyArray<number>
   readonly oneWayUs: ReadonlyArray<number>
@@ -289,7 +285,6 @@ const arm = (lazy: boolean, curve: boolean, total: number, layout: Layout, sizes
       rssPerEndpoint,
       arrayBuffersPerEndpoint,
       notifyBytesPerEndpoint,
-      slotBytes: SLOT_BYTES,
       sizes: curveSizes,
       oneWayUs,
       msgsPerS,
@@ -338,7 +333,7 @@ const results = (a: ArmFigures): Array<BenchResult> => {
   const suffix = a.lazy ? "lazy" : "tent"
   // The floor of an idle endpoint's memory: its registered notify slots, at least one slot (64 KiB, what a lazy ring
   // of its own registers; with receives shared per device an idle endpoint registers none).
-  const memFloor = Math.max(a.notifyBytesPerEndpoint, a.slotBytes)
+  const memFloor = Math.max(a.notifyBytesPerEndpoint, NotifyFrame.SLOT_BYTES)
   const out: Array<BenchResult> = [
     figure(`scale_idle_endpoint_rss_bytes_${suffix}`, "B", "lower", a.rssPerEndpoint, memFloor),
     figure(`scale_idle_endpoint_array_buffers_bytes_${suffix}`, "B", "lower", a.arrayBuffersPerEndpoint, memFloor),

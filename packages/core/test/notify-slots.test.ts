@@ -10,13 +10,12 @@ import { Effect, Layer } from "effect"
 import { type Diagnostics, EngineConfig } from "../src/index.js"
 import type { RdmaDevice } from "../src/internal/rdma/RdmaContext.js"
 import { pollerTurnLate, twoTransports } from "./fixtures/endpoints.js"
-import { type check, payload } from "./fixtures/engine.js"
+import { type check, payload, tentSlots } from "./fixtures/engine.js"
 import * as Pair from "./fixtures/pair.js"
 
 const KiB = 1024
 /** Lazy slots with receive rings of each endpoint's own (`shared_recv` off: `test/shared-recv.test.ts` has it on). */
 const lazy = { transports: { rdma: { notify: { lazy_slots: true, shared_recv: false } } } }
-const tent = { transports: { rdma: { notify: { lazy_slots: false, shared_recv: false } } } }
 
 type Check = ReturnType<typeof check>
 interface Stats {
@@ -74,7 +73,7 @@ describe("notify slots: TENT's allocation, lazy slots, slot size", () => {
         ...imm,
         sharedRecv: true
       })
-      expect((yield* read(tent)).notify).toEqual({
+      expect((yield* read(tentSlots)).notify).toEqual({
         lazy: false,
         slots: 256,
         slotBytes: 65536,
@@ -181,7 +180,7 @@ describe("notify slots: TENT's allocation, lazy slots, slot size", () => {
   it.live(
     "TENT's allocation: every endpoint holds 256 × 64 KiB each way from its construction",
     () =>
-      Pair.withEngines({ json: tent, peerJson: tent }, (engine, peer) =>
+      Pair.withEngines({ json: tentSlots, peerJson: tentSlots }, (engine, peer) =>
         Effect.gen(function* () {
           yield* connectByWrite(engine, peer)
           const eps = yield* (engine.rdma as NonNullable<Pair.TestEngine["rdma"]>).endpoints

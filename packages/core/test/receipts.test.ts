@@ -161,10 +161,11 @@ describe("two engines in this process", () => {
     "a receipt owed rides the next notification to that peer: a ping-pong sends no CTRL_ACK of its own (red without notify_ack_carry)",
     () =>
       Effect.gen(function* () {
-        const pingPong = (series: Layer.Layer<Series.Policies, ConfigError>) =>
+        // A pings, B echoes from its subscriber; each with its own policies.
+        const pingPong = (seriesA: Layer.Layer<Series.Policies, ConfigError>, seriesB = seriesA) =>
           Effect.gen(function* () {
-            const a = yield* inProcess({}, series)
-            const b = yield* inProcess({}, series)
+            const a = yield* inProcess({}, seriesA)
+            const b = yield* inProcess({}, seriesB)
             // Both endpoints connected first (the echo must post at once, from the handler).
             yield* a.engine.sendNotification(b.engine.segmentName, n(-1))
             yield* b.engine.sendNotification(a.engine.segmentName, n(-2))
@@ -199,10 +200,10 @@ describe("two engines in this process", () => {
         // Each echo, sent from B's subscriber, carries B's ack of its ping. (A's ack of an echo goes alone: its next
         // ping leaves after this loop's 20 ms poll, later than the 1 ms an ack waits.)
         expect(carried.b?.acksCarried).toBeGreaterThanOrEqual(190)
-        // The control: the same with receipts that are never carried (as before 0.4.0).
-        const alone = yield* pingPong(
-          Layer.merge(Series.all, Layer.succeed(Receipts.Receipts, Receipts.make({ carryAcks: false })))
-        )
+        // The control: A's receipts are never carried (as before 0.4.0), so A does not offer `notify_ack_carry` and B,
+        // which would carry, sends every ack alone.
+        const noCarry = Layer.merge(Series.all, Layer.succeed(Receipts.Receipts, Receipts.make({ carryAcks: false })))
+        const alone = yield* pingPong(noCarry, Series.all)
         expect(alone.b?.acksCarried).toBe(0)
         expect(alone.b?.acksSent).toBeGreaterThanOrEqual(150)
       }),

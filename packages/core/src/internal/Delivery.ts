@@ -345,8 +345,8 @@ export class Delivery {
   /**
    * A decoded frame in `buf` (copied out here, before its slot is reposted) from the NIC path `sender`; false when
    * not admitted (see {@link deliver}). `now`: the clock read once for the poller's pass (see `Dedup.admit`).
-   * `acks`: the channel that owes the sender a receipt for an admitted `NeedsAck` frame, told before the subscribers
-   * run, so that a reply they send at once carries it (`notify_ack_carry`).
+   * `acks`: the channel that owes the sender a receipt for a `NeedsAck` frame admitted or dropped as a copy (a refused
+   * one gets none), told before the subscribers run, so that a reply they send at once carries it (`notify_ack_carry`).
    */
   fromFrame(
     via: QueueKind,
@@ -364,10 +364,9 @@ export class Delivery {
     const r = this.receipts
     const epoch =
       frame.stamped && r?.enabled === true ? r.epochStateWords(frame.epochLo, frame.epochHi) : Ledger.NO_EPOCH
-    if (!this.admit(sender, segmentEnd(sender, true), frame.stamped ? frame : undefined, epoch, now, held)) {
-      return false
-    }
-    if (frame.needsAck) acks?.owesAck(frame.session)
+    const admitted = this.admit(sender, segmentEnd(sender, true), frame.stamped ? frame : undefined, epoch, now, held)
+    if (frame.needsAck && !this.lastRefused) acks?.owesAck(frame.session)
+    if (!admitted) return false
     const name = new Uint8Array(buf.subarray(frame.nameStart, frame.nameEnd))
     const msg = new Uint8Array(buf.subarray(frame.msgStart, frame.msgEnd))
     // A failure notice (`CtrlFrame.FLAG_FAILURE`, taken only at `notify_proto` 3) keeps its reason: the key tells it.

@@ -135,10 +135,13 @@ export class Ledger {
   readonly waiters = new WeakMap<Notification, (outcome: Undelivered | undefined) => void>()
   /** Wakes the worker (set by `ReceiptWorker`). */
   kick: (d: Destination) => void = () => {}
-  /** The worker's ticker is parked (no entry was live at its last tick): {@link accept} wakes it. */
-  parked = false
-  /** Wakes the parked ticker (set by `ReceiptWorker`). */
-  unpark: () => void = () => {}
+  /** Wakes the worker's ticker, set while it is parked (no entry was live at its last tick): {@link accept} calls it. */
+  wake: (() => void) | undefined = undefined
+
+  /** Whether the worker's ticker is parked. */
+  get parked(): boolean {
+    return this.wake !== undefined
+  }
 
   constructor(
     readonly settings: ReceiptsShape,
@@ -209,9 +212,10 @@ export class Ledger {
     d.entries.push(e)
     d.live++
     this.counters.accepted++
-    if (this.parked) {
-      this.parked = false
-      this.unpark()
+    const wake = this.wake
+    if (wake !== undefined) {
+      this.wake = undefined
+      wake()
     }
     if (!sent) this.kick(d)
     return e

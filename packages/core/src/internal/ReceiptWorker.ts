@@ -90,7 +90,7 @@ export const start: Effect.Effect<
   const tick = Math.max(10, Math.min(100, Math.floor(resendAfterMs / 2)))
   // While no entry is live the ticker is parked (an idle engine wakes for nothing); the next `accept` opens it.
   const awake = yield* Effect.makeLatch(true)
-  ledger.unpark = () => Effect.runSync(awake.open)
+  const wake = () => Effect.runSync(awake.open)
   yield* Effect.forkScoped(
     Effect.forever(
       Effect.zipRight(
@@ -106,7 +106,7 @@ export const start: Effect.Effect<
           }
           if (live) return
           // Parked in the same synchronous step that found nothing live: no `accept` falls between the two.
-          ledger.parked = true
+          ledger.wake = wake
           Effect.runSync(awake.close)
         })
       )
@@ -115,7 +115,7 @@ export const start: Effect.Effect<
   yield* Effect.addFinalizer(() =>
     Effect.sync(() => {
       ledger.kick = () => {}
-      ledger.unpark = () => {}
+      ledger.wake = undefined
     })
   )
 })

@@ -90,7 +90,7 @@ export class SharedRecv {
 
   /** A notify QP created with the SRQ was destroyed. */
   detach(): void {
-    this.qps = Math.max(0, this.qps - 1)
+    this.qps--
   }
 
   /** The SRQ ran low (its limit event): the poller's next repost grows the ring. */

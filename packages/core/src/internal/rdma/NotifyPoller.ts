@@ -198,16 +198,12 @@ export const start = (options: {
     // A stamped frame is admitted with the clock read once per pass (see `Dedup.admit`).
     if (frame.stamped && now < 0 && passNow < 0) passNow = performance.now()
     const at = now < 0 ? passNow : now
-    // Delivered (owed before its subscribers run) or a copy of one delivered: the sender wants a receipt (a refused
-    // one gets none).
+    // The delivery point tells the channel of any receipt owed (before the subscribers run).
     const acks = receipts === undefined ? undefined : ep.notify
     if (delivery.fromFrame("rdma", ep.peerNicPath, buf, frame, frame.stamped ? at : undefined, held, acks)) {
       counters.received++
       Metrics.received.rdma.update(1, ep.segment)
-    } else if (!delivery.lastRefused) {
-      counters.duplicates++
-      if (frame.needsAck) acks?.owesAck(frame.session)
-    }
+    } else if (!delivery.lastRefused) counters.duplicates++
   }
 
   // A retiring endpoint (RFC PR 1: still published) gets no receive reposted into its ERR QP. A lazy ring may grow
