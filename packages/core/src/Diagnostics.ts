@@ -66,6 +66,7 @@ export interface Counters {
         readonly runs: number
         readonly closedInFlight: number
         readonly rebuilt: number
+        readonly rebuiltResent: number
       }
     | undefined
   readonly tcp?:

@@ -258,9 +258,9 @@ describe("two engines in this process", () => {
   )
 })
 
-const waitCount = async (e: TransferEngine.TransferEngineShape, want: number): Promise<number> => {
+const waitCount = async (e: TransferEngine.TransferEngineShape, want: number, ms = 20_000): Promise<number> => {
   let got = 0
-  const deadline = Date.now() + 20_000
+  const deadline = Date.now() + ms
   while (got < want && Date.now() < deadline) {
     got += (await Effect.runPromise(e.receiveNotifications)).length
     if (got < want) await new Promise((r) => setTimeout(r, 20))
@@ -317,6 +317,38 @@ describe("the RDMA path comes back", () => {
         expect(a.diag.counters.rdma?.rebuilt).toBeGreaterThanOrEqual(1)
         // at most a few went another way while the channel was rebuilt
         expect((a.diag.counters.rdma?.sent ?? 0) - sentBefore).toBeGreaterThanOrEqual(180)
+      })
+  )
+
+  it.scopedLive(
+    "what the disabled channel had in flight goes first on the rebuilt one, at once (red without: it waits out receipt_resend_ms)",
+    () =>
+      Effect.gen(function* () {
+        // The ledger's own resend is a minute away: within this test only the rebuilt channel can carry what was lost.
+        const a = yield* inProcess(
+          { notification: { receipt_resend_ms: 60_000, delivery_timeout_ms: 120_000 } },
+          Series.all
+        )
+        const b = yield* inProcess({}, Series.all)
+        const to = b.engine.segmentName
+        yield* a.engine.sendNotification(to, payload("q", 0))
+        expect(yield* Effect.promise(() => waitCount(b.engine, 1))).toBe(1)
+        // A burst, and the channel disabled in the same turn of the event loop: its QP is reset at the next send
+        // (the rebuild) with SENDs of the burst not yet on the wire.
+        for (let i = 1; i < 200; i++) yield* a.engine.sendNotification(to, payload("q", i))
+        const unreceipted = a.diag.counters.receipts?.unreceipted ?? 0
+        expect(yield* a.diag.disableNotify(to)).toBeGreaterThan(0)
+        for (let i = 200; i < 250; i++) yield* a.engine.sendNotification(to, payload("q", i))
+        // Without it, what the reset QP never sent (most of the burst) waits out the ledger's minute: 10 s is far
+        // short of that, and far more than the rebuilt channel takes.
+        expect(yield* Effect.promise(() => waitCount(b.engine, 249, 10_000))).toBe(249)
+        const r = a.diag.counters.receipts
+        yield* until(() => (r?.receipted ?? 0) >= 250, 10_000)
+        expect(r?.receipted).toBe(250)
+        expect(unreceipted, "the burst was in flight when the channel was disabled").toBeGreaterThan(0)
+        expect(a.diag.counters.rdma?.rebuiltResent).toBeGreaterThanOrEqual(1)
+        // Each once: the copies the peer had already are dropped by its ack table.
+        expect((yield* b.engine.receiveNotifications).length).toBe(0)
       })
   )
 })

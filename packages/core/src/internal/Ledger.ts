@@ -19,7 +19,7 @@ import { Dedup } from "../Dedup.js"
 import * as Metrics from "../Metrics.js"
 import { PROTO, Receipts, type ReceiptsShape, Undelivered, type UndeliveredReason } from "../Receipts.js"
 import { PROTO as FAILURE_PROTO, SubmitHooks } from "../SubmitHooks.js"
-import { HELD_TTL_MS } from "./HeldRecord.js"
+import { HELD_TTL_MS, holdActive } from "./HeldRecord.js"
 
 /** A stamp with the destination's incarnation. */
 export type Stamp = NotificationStamp
@@ -232,6 +232,25 @@ export class Ledger {
     d.live--
     this.counters.accepted--
     if (last.waiter !== undefined) this.waiters.set(last.n, last.waiter)
+  }
+
+  /**
+   * What a rebuilt notify channel to `segment` sends first: the entries without a receipt (the old channel may have
+   * lost any of them with its QP), oldest first, at most `max`, not those held for their data; each marked sent now,
+   * so the worker leaves it to the new channel for `receipt_resend_ms`.
+   */
+  takeForRebuild(segment: string, max: number): Array<Entry> {
+    const d = this.destinations.get(segment)
+    const out: Array<Entry> = []
+    if (d === undefined) return out
+    const now = this.clock()
+    for (let i = d.head; i < d.entries.length && out.length < max; i++) {
+      const e = d.entries[i] as Entry
+      if (e.done || holdActive(e.n)) continue
+      e.sentAt = now
+      out.push(e)
+    }
+    return out
   }
 
   /** A `CTRL_ACK` from `segment`: receipts every entry up to `ackSeq`, if it is for this session and incarnation. */

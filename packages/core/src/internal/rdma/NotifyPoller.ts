@@ -61,6 +61,8 @@ export interface NotifyCounters {
   closedInFlight: number
   /** Endpoints retired and bootstrapped again because their notify channel was disabled (the RDMA path came back). */
   rebuilt: number
+  /** Notifications without a receipt sent again first on a rebuilt channel (what the old one may have lost). */
+  rebuiltResent: number
 }
 
 /** A fresh set of counters. */
@@ -76,7 +78,8 @@ export const makeCounters = (): NotifyCounters => ({
   deferredPasses: 0,
   runs: 0,
   closedInFlight: 0,
-  rebuilt: 0
+  rebuilt: 0,
+  rebuiltResent: 0
 })
 
 /** The running poller. */

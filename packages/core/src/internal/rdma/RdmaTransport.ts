@@ -9,7 +9,7 @@
 import type { BootstrapDesc, InvalidEntry, Notification, TransportFailure } from "@tent/rpc"
 import { BootstrapRejected, DescriptorCache, NeedsRefreshCache, NotificationTooLarge } from "@tent/rpc"
 import { DeviceNotFound, type QueuePair, RdmaError, Verbs } from "@tent/verbs"
-import { Context, Duration, Effect, ExecutionStrategy, Layer, Queue, Scope } from "effect"
+import { Context, Duration, Effect, Either, ExecutionStrategy, Layer, Queue, Scope } from "effect"
 import { Dedup, type Stamp } from "../../Dedup.js"
 import { EngineConfig } from "../../EngineConfig.js"
 import { EndpointUnavailable } from "../../Errors.js"
@@ -383,6 +383,8 @@ export const make = Effect.gen(function* () {
   // still its device, a notification is posted at once: the same outcome as the full path below (descriptor from
   // the cache, the endpoint from the store, a free slot), without its Effects. Anything else takes the full path.
   const lastEndpoint = new Map<string, RdmaEndpoint>()
+  /** Segments whose notify channel was retired to be rebuilt, until a new endpoint to them is READY. */
+  const rebuilding = new Set<string>()
 
   const sendNotificationFull = (segment: string, n: Notification): Effect.Effect<void, RdmaNotifyError> =>
     Effect.gen(function* () {
@@ -402,9 +404,20 @@ export const make = Effect.gen(function* () {
       if (ep.status === "READY" && !ep.connected && receipts.capable(ep.notify.peerProto)) {
         yield* resetConnection(ep, "reconnect")
         counters.rebuilt++
+        rebuilding.add(segment)
         // (The peer may refuse this first bootstrap while it retires its side of the old endpoint: then this send
         // fails over to the ledger and the next one bootstraps again.)
         ep = yield* getEndpoint(device, target, nic)
+      }
+      if (rebuilding.delete(segment)) {
+        // What the old channel had in flight went with its QP, or reached the peer with its receipt lost: what the
+        // ledger holds without a receipt goes first on the new channel, at once, rather than one control-plane
+        // `Notify` each after `receipt_resend_ms` (the peer's ack table drops the copies it has). A post that fails
+        // leaves the rest to the ledger's worker.
+        for (const e of receipts.takeForRebuild(segment, settings.notify.slots)) {
+          if (Either.isLeft(yield* Effect.either(post(ep, e.n, e)))) break
+          counters.rebuiltResent++
+        }
       }
       lastEndpoint.set(segment, ep)
       yield* Effect.zipRight(ep.notify.awaitSlot, post(ep, n))
