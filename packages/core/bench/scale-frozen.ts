@@ -1,33 +1,48 @@
 /**
  * "k of N frozen" of `pnpm bench engine --scale` (`bench/scale.ts`): the one-way latency and msgs/s to the healthy
  * peers while the frozen group's peers (a process of their own, {@link Layout}) are frozen, beside the same figures
- * with all of them healthy, measured just before each face. Two faces, kept apart:
+ * with all of them healthy. Two faces, kept apart:
  *
  * - application frozen, NICs live: the group's process freezes every engine's application
  *   (`Diagnostics.freezeApplication`: pollers and control-plane servers stop) while its SoftVerbs NICs keep answering
  *   (ACK into the receives posted, then RNR NAK);
- * - host frozen: `SIGSTOP` of the group's process (its NICs too). It stays stopped until the arm's scope closes, which
- *   sends it `SIGCONT` and then kills it.
+ * - host frozen: `SIGSTOP` of the group's process (its NICs too), `SIGCONT` to thaw it (and at the latest when the
+ *   arm's scope closes, which then kills it).
  *
- * Each face starts with a burst of `burst` notifications to every frozen peer (forked: each `sendNotification` may
- * wait on the window), so the engine holds sends towards the frozen peers — retrying, failing, resending — while the
- * healthy ones are measured; the burst is interrupted after the face (the application face: after the thaw, which
- * lets it complete).
+ * Each face alternates: all healthy, then `frozenRounds` times frozen and (thawed, its burst settled) all healthy again; the
+ * face's figure is the median over its frozen sets, its floor the median over its healthy ones, so a drift of these
+ * shared cores over the face weighs on both sides alike (one set each read 0.63 to 1.13 × run to run). Each freeze
+ * starts with a burst of `burst` notifications to every frozen peer (forked: each `sendNotification` may wait on the
+ * window), so the engine holds sends towards the frozen peers — retrying, failing, resending — while the healthy ones
+ * are measured; after the thaw the burst completes (at most 30 s) or is interrupted, before the healthy set.
  */
 import { Duration, Effect, Fiber } from "effect"
 import type { Diagnostics, TransferEngine } from "../src/index.js"
 import { measureSet, ping, type RoundCounters, type SetFigures, type Sizes } from "./scale-measure.js"
 import { freezeApplication, type PeerSet, setEcho } from "./scale-peers.js"
 
-/** The frozen phases' figures: each face beside the all-healthy run just before it. */
+/** The frozen phases' figures: each face (the median over its frozen sets) beside its all-healthy sets' median. */
 export interface FrozenFigures {
   readonly healthy: number
   readonly frozen: number
-  readonly healthyBeforeApp: SetFigures
+  readonly healthyApp: SetFigures
   readonly app: SetFigures
-  readonly healthyBeforeHost: SetFigures
+  readonly healthyHost: SetFigures
   readonly host: SetFigures
 }
+
+const median = (xs: ReadonlyArray<number>): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  const m = s.length >> 1
+  return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2
+}
+
+/** Each figure's median over `sets`. */
+const medianOf = (sets: ReadonlyArray<SetFigures>): SetFigures => ({
+  oneWayUs: median(sets.map((f) => f.oneWayUs)),
+  p90Us: median(sets.map((f) => f.p90Us)),
+  msgsPerS: median(sets.map((f) => f.msgsPerS))
+})
 
 /**
  * The numeric counters of the diagnostics and of this engine's SoftVerbs device, flattened (`rdma.notifyErrors`,
@@ -77,11 +92,14 @@ export const frozenPhases = (
       Effect.gen(function* () {
         const before = snapshot(diagnostics.counters, nic())
         const t0 = performance.now()
+        const cpu0 = process.cpuUsage()
         const f = yield* measureSet(engine, rdma, healthy, set.healthy, sizes, echo)
+        const cpu = process.cpuUsage(cpu0)
+        const wall = performance.now() - t0
         log(
           `scale frozen, ${what}: to the ${healthy.length} healthy one-way ${f.oneWayUs.toFixed(1)} µs (p90 ` +
-            `${f.p90Us.toFixed(1)}), ${(f.msgsPerS / 1000).toFixed(2)} k msgs/s; ` +
-            `${((performance.now() - t0) / 1000).toFixed(1)} s; counters changed: ${changes(before, snapshot(diagnostics.counters, nic()))}`
+            `${f.p90Us.toFixed(1)}), ${(f.msgsPerS / 1000).toFixed(2)} k msgs/s; ${(wall / 1000).toFixed(1)} s, this ` +
+            `process's CPU ${(((cpu.user + cpu.system) / 1000 / wall) * 100).toFixed(0)} % of a core; counters changed: ${changes(before, snapshot(diagnostics.counters, nic()))}`
         )
         return f
       })
@@ -122,38 +140,47 @@ export const frozenPhases = (
       yield* Effect.sleep(Duration.millis(200))
       return { fiber, tally }
     })
-    const healthyBeforeApp = yield* measure("all healthy (before the application freeze)")
-    yield* freezeApplication(group, true)
-    const appBurst = yield* startBurst
-    const app = yield* measure(`${frozen.length} applications frozen, NICs live`).pipe(
-      Effect.tap(() => frozenEndpoints("applications frozen, after the face")),
-      Effect.ensuring(Effect.ignore(freezeApplication(group, false)))
-    )
-    // Thawed: the burst completes (bounded) or is interrupted.
-    const appDone = yield* Fiber.join(appBurst.fiber).pipe(Effect.timeout(Duration.seconds(30)), Effect.option)
-    if (appDone._tag === "None") yield* Fiber.interrupt(appBurst.fiber)
-    log(
-      `scale frozen, application face: burst of ${burst} to each of ${frozen.length}: ${appBurst.tally.posted} posted, ` +
-        `${appBurst.tally.failed} failed${appDone._tag === "None" ? ", the rest interrupted 30 s after the thaw" : ""}`
-    )
-    const healthyBeforeHost = yield* measure("all healthy (before the host freeze)")
-    // SIGSTOP until the scope closes (SIGCONT, then SIGKILL: the child's finalizer).
+    // A face: all healthy, then `frozenRounds` × (frozen, thawed and settled, all healthy).
+    const face = (
+      name: string,
+      frozenAs: string,
+      freeze: (frozen: boolean) => Effect.Effect<void, unknown>
+    ): Effect.Effect<{ healthy: SetFigures; frozen: SetFigures }, unknown> =>
+      Effect.gen(function* () {
+        const healthySets = [yield* measure(`all healthy (before the ${name} face)`)]
+        const frozenSets: Array<SetFigures> = []
+        for (let r = 1; r <= sizes.frozenRounds; r++) {
+          yield* freeze(true)
+          const b = yield* startBurst
+          const f = yield* measure(`${frozen.length} ${frozenAs}, round ${r}`).pipe(
+            Effect.tap(() => frozenEndpoints(`${frozenAs}, round ${r}, after the set`)),
+            Effect.ensuring(Effect.ignore(freeze(false)))
+          )
+          frozenSets.push(f)
+          // Thawed: the burst completes (bounded) or is interrupted, before the healthy set.
+          const done = yield* Fiber.join(b.fiber).pipe(Effect.timeout(Duration.seconds(30)), Effect.option)
+          if (done._tag === "None") yield* Fiber.interrupt(b.fiber)
+          log(
+            `scale frozen, ${name} face, round ${r}: burst of ${burst} to each of ${frozen.length}: ` +
+              `${b.tally.posted} posted, ${b.tally.failed} failed` +
+              `${done._tag === "None" ? ", the rest interrupted 30 s after the thaw" : ""}`
+          )
+          healthySets.push(yield* measure(`all healthy (${name} face, after thaw ${r})`))
+        }
+        return { healthy: medianOf(healthySets), frozen: medianOf(frozenSets) }
+      })
+    const appFace = yield* face("application", "applications frozen, NICs live", (f) => freezeApplication(group, f))
+    // SIGCONT when the scope closes too (then SIGKILL: the child's finalizer), should a round be interrupted.
     yield* Effect.addFinalizer(() => Effect.sync(() => group.signal("SIGCONT")))
-    group.signal("SIGSTOP")
-    const hostBurst = yield* startBurst
-    const host = yield* measure(`${frozen.length} hosts frozen (SIGSTOP)`)
-    yield* frozenEndpoints("hosts frozen, after the face")
-    yield* Fiber.interrupt(hostBurst.fiber)
-    log(
-      `scale frozen, host face: burst of ${burst} to each of ${frozen.length}: ${hostBurst.tally.posted} posted, ` +
-        `${hostBurst.tally.failed} failed by the end of the face, the rest interrupted`
+    const hostFace = yield* face("host", "hosts frozen (SIGSTOP)", (f) =>
+      Effect.sync(() => group.signal(f ? "SIGSTOP" : "SIGCONT"))
     )
     return {
       healthy: healthy.length,
       frozen: frozen.length,
-      healthyBeforeApp,
-      app,
-      healthyBeforeHost,
-      host
+      healthyApp: appFace.healthy,
+      app: appFace.frozen,
+      healthyHost: hostFace.healthy,
+      host: hostFace.frozen
     } satisfies FrozenFigures
   })

@@ -23,6 +23,8 @@ export interface Sizes {
   readonly jit: number
   readonly count: number
   readonly timedRounds: number
+  /** Frozen sets per face of the "k of N frozen" phases, each followed by an all-healthy one. */
+  readonly frozenRounds: number
 }
 
 /**
