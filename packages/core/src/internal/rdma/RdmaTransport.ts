@@ -412,11 +412,17 @@ export const make = Effect.gen(function* () {
       if (rebuilding.delete(segment)) {
         // What the old channel had in flight went with its QP, or reached the peer with its receipt lost: what the
         // ledger holds without a receipt goes first on the new channel, at once, rather than one control-plane
-        // `Notify` each after `receipt_resend_ms` (the peer's ack table drops the copies it has). A post that fails
-        // leaves the rest to the ledger's worker.
+        // `Notify` each after `receipt_resend_ms` (the peer's ack table drops the copies it has). One the channel
+        // refuses goes back to the ledger's worker (at its next tick, over the control plane): one larger than a
+        // slot is skipped, any other failure leaves the rest to it too.
         for (const e of receipts.takeForRebuild(segment, settings.notify.slots)) {
-          if (Either.isLeft(yield* Effect.either(post(ep, e.n, e)))) break
-          counters.rebuiltResent++
+          const r = yield* Effect.either(post(ep, e.n, e))
+          if (Either.isRight(r)) {
+            counters.rebuiltResent++
+            continue
+          }
+          e.sentAt = -1
+          if (r.left._tag !== "NotificationTooLarge") break
         }
       }
       lastEndpoint.set(segment, ep)
