@@ -11,11 +11,13 @@
  *
  * Each face alternates: all healthy, then `frozenRounds` times frozen and (thawed, its burst settled) all healthy again; the
  * face's figure is the median over its frozen sets, its floor the median over its healthy ones, so a drift of these
- * shared cores over the face weighs on both sides alike (one set each read 0.63 to 1.13 × run to run). Each freeze
+ * shared cores over the face weighs on both sides alike (one set of each read 0.52 to 1.81 × for msgs/s from run
+ * to run). Medians as the suite's (of an even count, the upper of the middle two). Each freeze
  * starts with a burst of `burst` notifications to every frozen peer (forked: each `sendNotification` may wait on the
  * window), so the engine holds sends towards the frozen peers — retrying, failing, resending — while the healthy ones
  * are measured; after the thaw the burst completes (at most 30 s) or is interrupted, before the healthy set.
  */
+import { median } from "@tent/verbs/bench"
 import { Duration, Effect, Fiber } from "effect"
 import type { Diagnostics, TransferEngine } from "../src/index.js"
 import { measureSet, ping, type RoundCounters, type SetFigures, type Sizes } from "./scale-measure.js"
@@ -29,12 +31,6 @@ export interface FrozenFigures {
   readonly app: SetFigures
   readonly healthyHost: SetFigures
   readonly host: SetFigures
-}
-
-const median = (xs: ReadonlyArray<number>): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  const m = s.length >> 1
-  return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2
 }
 
 /** Each figure's median over `sets`. */

@@ -219,7 +219,7 @@ describe("two engines in this process", () => {
           engine: Context.get(ctx, TransferEngine.TransferEngine),
           diag: Context.get(ctx, Diagnostics.Diagnostics)
         }
-        const ledger = ctx.unsafeMap.get(EngineReceipts.key) as Ledger
+        const ledger = Context.unsafeGet(ctx, EngineReceipts)
         const b = yield* inProcess({}, Series.all)
         yield* a.engine.sendNotification(b.engine.segmentName, n(0))
         const ra = a.diag.counters.receipts
