@@ -115,7 +115,8 @@ const result = await build({
   format: "esm",
   platform: "node",
   target: "node20",
-  external: ["koffi"],
+  // The probe's children from a clone are bundled by a test helper; the bundle never runs that branch.
+  external: ["koffi", "@tent/verbs/testing/entry"],
   plugins: [withoutFileParsers, directImports],
   // Minified: V8 reads (and pre-parses) every byte of a module it loads, and the parser's and the engine's chunks are
   // most of what a command costs before it runs; the source maps beside them map a stack trace back

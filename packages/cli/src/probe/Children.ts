@@ -9,22 +9,22 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { createInterface } from "node:readline"
-import { fileURLToPath, pathToFileURL } from "node:url"
+import { fileURLToPath } from "node:url"
 import { Data, Effect, type Scope } from "effect"
 
 declare const TENT_BUNDLE: boolean | undefined
 
-/** How a child is started: `node [--import tsx] <file>`. */
-const childCommand = (): ReadonlyArray<string> => {
+/**
+ * How a child is started: `node <file>` (the bundle's `probe-node.js`, or `node.js` beside a build), or, from a clone,
+ * `node.ts` bundled once per process (`@tent/verbs/testing/entry`: a child starts in ~0.3 s instead of ~2 s through
+ * tsx's loader), else `node --import tsx node.ts`.
+ */
+const childCommand = async (): Promise<ReadonlyArray<string>> => {
   if (typeof TENT_BUNDLE === "boolean" && TENT_BUNDLE)
     return [fileURLToPath(new URL("./probe-node.js", import.meta.url))]
   if (import.meta.url.endsWith(".js")) return [fileURLToPath(new URL("./node.js", import.meta.url))]
-  const root = fileURLToPath(new URL("../../../../", import.meta.url))
-  return [
-    "--import",
-    pathToFileURL(`${root}node_modules/tsx/dist/loader.mjs`).href,
-    fileURLToPath(new URL("./node.ts", import.meta.url))
-  ]
+  const { entryArgs } = await import("@tent/verbs/testing/entry")
+  return entryArgs(fileURLToPath(new URL("./node.ts", import.meta.url)))
 }
 
 /** A probe child that did not start, died, or did not answer in time. */
@@ -46,9 +46,13 @@ export interface Child {
   readonly stderr: () => string
 }
 
-const start = (role: string, options: Record<string, unknown>): Promise<{ child: Child; process: ChildProcess }> =>
+const start = (
+  command: ReadonlyArray<string>,
+  role: string,
+  options: Record<string, unknown>
+): Promise<{ child: Child; process: ChildProcess }> =>
   new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [...childCommand(), JSON.stringify({ role, ...options })], {
+    const proc = spawn(process.execPath, [...command, JSON.stringify({ role, ...options })], {
       stdio: ["pipe", "pipe", "pipe"],
       env: { ...process.env, TENT_PROBE_CHILD: "1" }
     })
@@ -173,7 +177,7 @@ export const spawnChild = (
 ): Effect.Effect<Child, ChildFailure, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.tryPromise({
-      try: () => start(role, options),
+      try: () => childCommand().then((command) => start(command, role, options)),
       catch: (e) => new ChildFailure({ message: (e as Error).message })
     }).pipe(Effect.tap(({ process: p }) => Effect.sync(() => live.add(p.pid as number)))),
     ({ process: p }) =>
