@@ -1,13 +1,13 @@
 /**
- * The fuzzer's victim process: a real Node process (`node --expose-gc victim.ts`, through tsx's loader) spoken to in
- * JSON lines with request ids, so that a crash is seen as its exit and its memory is measured after a full GC. It is
- * killed when its scope closes — asked to leave by closing stdin, then `SIGKILL` — even when the run failed or was
- * interrupted. Every request is bounded. What it wrote on stderr is kept (the last 16 KiB) for the report.
+ * The fuzzer's victim process: a real Node process (`node --expose-gc`, `victim.ts` bundled once per process or run
+ * through tsx's loader: `@tent/verbs/testing/entry`) spoken to in JSON lines with request ids, so that a crash is seen
+ * as its exit and its memory is measured after a full GC. It is killed when its scope closes — asked to leave by
+ * closing stdin, then `SIGKILL` — even when the run failed or was interrupted. Every request is bounded. What it wrote on stderr is kept (the last 16 KiB) for the report.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { existsSync } from "node:fs"
 import { createInterface } from "node:readline"
-import { fileURLToPath, pathToFileURL } from "node:url"
+import { fileURLToPath } from "node:url"
 import { Data, Effect, type Scope } from "effect"
 
 /** The victim did not start, died, or did not answer in time. */
@@ -58,10 +58,18 @@ export const isConfigVariable = (name: string): boolean =>
 const victimEnv = (): NodeJS.ProcessEnv =>
   Object.fromEntries(Object.entries(process.env).filter(([k]) => !isConfigVariable(k)))
 
-const start = (options: Record<string, unknown>): Promise<{ victim: Victim; process: ChildProcess }> =>
+/** `victim.ts` bundled once per process (`@tent/verbs/testing/entry`), else through tsx's loader. */
+const victimArgs = async (): Promise<ReadonlyArray<string>> => {
+  const { entryArgs } = await import("@tent/verbs/testing/entry")
+  return entryArgs(entry)
+}
+
+const start = (
+  command: ReadonlyArray<string>,
+  options: Record<string, unknown>
+): Promise<{ victim: Victim; process: ChildProcess }> =>
   new Promise((resolve, reject) => {
-    const loader = pathToFileURL(`${root}node_modules/tsx/dist/loader.mjs`).href
-    const proc = spawn(process.execPath, ["--expose-gc", "--import", loader, entry, JSON.stringify(options)], {
+    const proc = spawn(process.execPath, ["--expose-gc", ...command, JSON.stringify(options)], {
       stdio: ["pipe", "pipe", "pipe"],
       env: { ...victimEnv(), TENT_FUZZ_VICTIM: "1" }
     })
@@ -179,7 +187,7 @@ export const live = new Set<number>()
 export const spawnVictim = (options: Record<string, unknown>): Effect.Effect<Victim, VictimFailure, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.tryPromise({
-      try: () => start(options),
+      try: () => victimArgs().then((command) => start(command, options)),
       catch: (e) => new VictimFailure({ message: (e as Error).message })
     }).pipe(Effect.tap(({ process: p }) => Effect.sync(() => live.add(p.pid as number)))),
     ({ process: p }) =>

@@ -9,7 +9,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { createInterface } from "node:readline"
-import { fileURLToPath, pathToFileURL } from "node:url"
+import { fileURLToPath } from "node:url"
 import { Effect, type Scope } from "effect"
 import { ChildFailure } from "../probe/Children.js"
 
@@ -22,17 +22,16 @@ export {
   ChildFailure
 }
 
-/** `node [--import tsx] <node.ts|node.js>`, or a TypeScript file given by its absolute path (a test's fixture). */
-const nodeArgs = (file: string): ReadonlyArray<string> => {
+/**
+ * `node <node.js>` beside a build; from a clone, `node.ts` (or a test's fixture, given by its absolute path) bundled
+ * once per process (`@tent/verbs/testing/entry`), else through tsx's loader.
+ */
+const nodeArgs = async (file: string): Promise<ReadonlyArray<string>> => {
   if (import.meta.url.endsWith(".js") && !file.startsWith("/")) {
     return [fileURLToPath(new URL(`./${file}.js`, import.meta.url))]
   }
-  const root = fileURLToPath(new URL("../../../../", import.meta.url))
-  return [
-    "--import",
-    pathToFileURL(`${root}node_modules/tsx/dist/loader.mjs`).href,
-    file.startsWith("/") ? file : fileURLToPath(new URL(`./${file}.ts`, import.meta.url))
-  ]
+  const { entryArgs } = await import("@tent/verbs/testing/entry")
+  return entryArgs(file.startsWith("/") ? file : fileURLToPath(new URL(`./${file}.ts`, import.meta.url)))
 }
 
 /**
@@ -54,13 +53,13 @@ export interface Child {
 }
 
 const start = (
+  command: ReadonlyArray<string>,
   ns: string,
-  file: string,
   options: Record<string, unknown>,
   readyMs: number
 ): Promise<{ child: Child; process: ChildProcess }> =>
   new Promise((resolve, reject) => {
-    const proc = spawn("ip", ["netns", "exec", ns, process.execPath, ...nodeArgs(file), JSON.stringify(options)], {
+    const proc = spawn("ip", ["netns", "exec", ns, process.execPath, ...command, JSON.stringify(options)], {
       stdio: ["pipe", "pipe", "pipe"],
       env: { ...process.env, TENT_SOAK_CHILD: "1" }
     })
@@ -174,7 +173,7 @@ export const spawnIn = (
 ): Effect.Effect<Child, ChildFailure, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.tryPromise({
-      try: () => start(ns, file, options, readyMs),
+      try: () => nodeArgs(file).then((command) => start(command, ns, options, readyMs)),
       catch: (e) => new ChildFailure({ message: (e as Error).message })
     }).pipe(Effect.tap(({ process: p }) => Effect.sync(() => live.add(p.pid as number)))),
     ({ process: p }) =>
