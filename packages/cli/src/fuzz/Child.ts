@@ -2,7 +2,8 @@
  * The fuzzer's victim process: a real Node process (`node --expose-gc`, `victim.ts` bundled once per process or run
  * through tsx's loader: `@tent/verbs/testing/entry`) spoken to in JSON lines with request ids, so that a crash is seen
  * as its exit and its memory is measured after a full GC. It is killed when its scope closes — asked to leave by
- * closing stdin, then `SIGKILL` — even when the run failed or was interrupted. Every request is bounded. What it wrote on stderr is kept (the last 16 KiB) for the report.
+ * closing stdin, then `SIGKILL` — even when the run failed or was interrupted. Every request is bounded. What it
+ * wrote on stderr is kept (the last 16 KiB) for the report.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { existsSync } from "node:fs"
