@@ -490,11 +490,12 @@ describe("TENT main's faults and the RFC PR that fixes each, two processes", () 
     2 * TWO_PROCESS_TEST_MS
   )
 
-  /** Two `sendNotification`s to a frozen peer whose descriptor is cached: each call's time and error. */
+  /** An error's tag, reason and message: what a mismatch prints (printing the error itself overflowed the stack). */
   const summary = (e: unknown) => {
     const f = e as { _tag?: unknown; reason?: unknown; message?: unknown }
     return { _tag: f?._tag, reason: f?.reason, message: String(f?.message) }
   }
+  /** Two `sendNotification`s to a frozen peer whose descriptor is cached: each call's time and error. */
   const frozenSends = (engine: Pair.TestEngine, peer: Peer) =>
     Effect.gen(function* () {
       yield* engine.openSegment(peer.ready.segment)
@@ -518,7 +519,6 @@ describe("TENT main's faults and the RFC PR that fixes each, two processes", () 
       Pair.withEngines({ json: frozenConfig, series: withPr3 }, (engine, peer) =>
         Effect.map(frozenSends(engine, peer), (calls) => {
           for (const c of calls) {
-            // the error's tag, reason and message, not the error itself: a mismatch then says what came instead
             expect(summary(c.error)).toMatchObject({ _tag: "TransportFailure", reason: "Timeout" })
             expect(c.ms).toBeGreaterThanOrEqual(480)
             // not also the 3 s Notify timeout of a fallback over the control plane (the control below: ≥ 3.4 s)
