@@ -9,13 +9,13 @@
  * - host frozen: `SIGSTOP` of the group's process (its NICs too), `SIGCONT` to thaw it (and at the latest when the
  *   arm's scope closes, which then kills it).
  *
- * Each face alternates: all healthy, then `frozenRounds` times frozen and (thawed, its burst settled) all healthy again; the
- * face's figure is the median over its frozen sets, its floor the median over its healthy ones, so a drift of these
- * shared cores over the face weighs on both sides alike (one set of each read 0.52 to 1.81 × for msgs/s from run
- * to run). Medians as the suite's (of an even count, the upper of the middle two). Each freeze
- * starts with a burst of `burst` notifications to every frozen peer (forked: each `sendNotification` may wait on the
- * window), so the engine holds sends towards the frozen peers — retrying, failing, resending — while the healthy ones
- * are measured; after the thaw the burst completes (at most 30 s) or is interrupted, before the healthy set.
+ * Each face alternates: all healthy, then `frozenRounds` times frozen and (thawed, its burst settled) all healthy
+ * again; the face's figure is the median over its frozen sets, its floor the median over its healthy ones, so a drift
+ * of these shared cores over the face weighs on both sides alike (one set of each read 0.52 to 1.81 × for msgs/s from
+ * run to run). Medians as the suite's (of an even count, the upper of the middle two). Each freeze starts with a burst
+ * of `burst` notifications to every frozen peer (forked: each `sendNotification` may wait on the window), so the
+ * engine holds sends towards the frozen peers — retrying, failing, resending — while the healthy ones are measured;
+ * after the thaw the burst completes (at most 30 s) or is interrupted, before the healthy set.
  */
 import { median } from "@tent/verbs/bench"
 import { Duration, Effect, Fiber } from "effect"
