@@ -253,6 +253,11 @@ export class Ledger {
     return out
   }
 
+  /** Gives an entry taken by {@link takeForRebuild} back to the worker, unsent: it goes at the worker's next tick. */
+  giveBack(e: Entry): void {
+    e.sentAt = -1
+  }
+
   /** A `CTRL_ACK` from `segment`: receipts every entry up to `ackSeq`, if it is for this session and incarnation. */
   onAck(segment: string, session: bigint, epoch: bigint, ackSeq: bigint): void {
     this.counters.acksReceived++

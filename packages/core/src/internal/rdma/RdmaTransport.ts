@@ -414,15 +414,19 @@ export const make = Effect.gen(function* () {
         // ledger holds without a receipt goes first on the new channel, at once, rather than one control-plane
         // `Notify` each after `receipt_resend_ms` (the peer's ack table drops the copies it has). One the channel
         // refuses goes back to the ledger's worker (at its next tick, over the control plane): one larger than a
-        // slot is skipped, any other failure leaves the rest to it too.
+        // slot is skipped; after any other failure the channel is not tried again and every entry left goes back
+        // too (each was marked sent when taken: kept so, it would wait a whole `receipt_resend_ms`).
+        let refused = false
         for (const e of receipts.takeForRebuild(segment, settings.notify.slots)) {
-          const r = yield* Effect.either(post(ep, e.n, e))
-          if (Either.isRight(r)) {
-            counters.rebuiltResent++
-            continue
+          if (!refused) {
+            const r = yield* Effect.either(post(ep, e.n, e))
+            if (Either.isRight(r)) {
+              counters.rebuiltResent++
+              continue
+            }
+            refused = r.left._tag !== "NotificationTooLarge"
           }
-          e.sentAt = -1
-          if (r.left._tag !== "NotificationTooLarge") break
+          receipts.giveBack(e)
         }
       }
       lastEndpoint.set(segment, ep)
