@@ -9,7 +9,8 @@
  * startupMs, rss}` (each engine's segment, control-plane address and device) when every engine is built, then serves JSON-line requests on stdin:
  *
  * - `{"cmd":"echo","target"}` echoes from then on to `target` (`"target": null`: count only); drains the queues.
- * - `{"cmd":"stats"}` answers `{received: [per engine], echoed, failed, lastError}` and drains the queues.
+ * - `{"cmd":"stats"}` answers `{received: [per engine], echoed, failed, lastError, cpuUs}` (this process's CPU, user
+ *   and system, µs since it started) and drains the queues.
  * - `{"cmd":"freeze","frozen"}` freezes (or thaws) every engine's application (`Diagnostics.freezeApplication`: the
  *   pollers and control-plane servers stop, the SoftVerbs NICs of this process keep answering).
  */
@@ -82,9 +83,10 @@ const program = (count: number, json: unknown) =>
               { ok: true }
             )
           : req.cmd === "stats"
-            ? Effect.zipRight(
-                drain,
-                Effect.sync(() => ({ received, echoed, failed, lastError }))
+            ? Effect.flatMap(
+                // the CPU read before the drain: a caller measuring between two requests counts one drain, not two
+                Effect.sync(() => process.cpuUsage()),
+                (cpu) => Effect.as(drain, { received, echoed, failed, lastError, cpuUs: cpu.user + cpu.system })
               )
             : req.cmd === "freeze" && typeof req.frozen === "boolean"
               ? Effect.as(

@@ -58,7 +58,7 @@ export type PeerReady = {
   readonly startupMs: number
   readonly rss: number
 }
-type PeerStats = { received: Array<number>; echoed: number; failed: number; lastError?: string }
+type PeerStats = { received: Array<number>; echoed: number; failed: number; lastError?: string; cpuUs: number }
 
 /** One peer of the set: its engine and the process hosting it (index `slot` there). */
 export interface Peer extends PeerEngine {
@@ -135,6 +135,13 @@ export const peerCounts = (peers: ReadonlyArray<Peer>, children: ReadonlyArray<C
     }
     return peers.map((p) => (stats[children.indexOf(p.child)] as PeerStats).received[p.slot] as number)
   })
+
+/** The CPU (user and system, µs) the peer processes `children` have used since they started, summed. */
+export const peersCpuUs = (children: ReadonlyArray<Child<PeerReady>>) =>
+  Effect.map(
+    Effect.forEach(children, (c) => request<PeerStats>(c, { cmd: "stats" })),
+    (stats) => stats.reduce((a, s) => a + s.cpuUs, 0)
+  )
 
 /** Tells every peer engine of `children` to echo to `target` (or, undefined, only to count). */
 export const setEcho = (children: ReadonlyArray<Child<PeerReady>>, target: string | undefined) =>

@@ -56,7 +56,7 @@ import {
   touchAll,
   warmUp
 } from "./scale-measure.js"
-import { armConfig, type Layout, lightConfig, peerCounts, setEcho, spawnPeers } from "./scale-peers.js"
+import { armConfig, type Layout, lightConfig, peerCounts, peersCpuUs, setEcho, spawnPeers } from "./scale-peers.js"
 
 export { lightConfig } from "./scale-peers.js"
 
@@ -113,6 +113,20 @@ interface ArmFigures {
   readonly frozen: FrozenFigures | undefined
   /** One-way µs to the first {@link ONE_PROCESS_PEERS} peers of the first process (all of them in one process). */
   readonly oneProcessUs: number | undefined
+  /** CPU µs per timed round trip (per entry of `[...sizes, 1]`): this process's, and the peer processes' (net). */
+  readonly cpuPerRoundTripUs: ReadonlyArray<number>
+  readonly peersCpuPerRoundTripUs: ReadonlyArray<number>
+  /** CPU µs per timed notification of the msgs/s rounds: this process's, and the peer processes' (net). */
+  readonly cpuPerMsgUs: ReadonlyArray<number>
+  readonly peersCpuPerMsgUs: ReadonlyArray<number>
+}
+
+/** What a measured effect cost in CPU: this process's µs, the peer processes' µs net of their idle rate, its wall s. */
+interface Cpu<A> {
+  readonly value: A
+  readonly ownUs: number
+  readonly peersUs: number
+  readonly wallS: number
 }
 
 /** One arm: peers, the initiator engine, its idle endpoints' memory, and (when `curve`) the curve and frozen phases. */
@@ -197,6 +211,25 @@ const arm = (lazy: boolean, curve: boolean, total: number, layout: Layout, sizes
     const msgsPerS: Array<number> = []
     let frozen: FrozenFigures | undefined
     let oneProcessUs: number | undefined
+    const cpuPerRoundTripUs: Array<number> = []
+    const peersCpuPerRoundTripUs: Array<number> = []
+    const cpuPerMsgUs: Array<number> = []
+    const peersCpuPerMsgUs: Array<number> = []
+    // The peer processes' CPU while nothing is sent to them (their engines' timers): µs per second, measured once.
+    let peersIdleUsPerS = 0
+    // Where a figure's time goes: this process's CPU and the peer processes' over `eff` (theirs net of the idle rate:
+    // the idle engines' timers run whatever the bench does, for as long as it takes).
+    const cpuOf = <A, E, R>(eff: Effect.Effect<A, E, R>) =>
+      Effect.gen(function* () {
+        const p0 = yield* peersCpuUs(children)
+        const c0 = process.cpuUsage()
+        const t0 = performance.now()
+        const value = yield* eff
+        const wallS = (performance.now() - t0) / 1000
+        const c = process.cpuUsage(c0)
+        const p1 = yield* peersCpuUs(children)
+        return { value, ownUs: c.user + c.system, peersUs: p1 - p0 - peersIdleUsPerS * wallS, wallS } as Cpu<A>
+      })
     if (curve) {
       const segments = peers.map((p) => p.segment)
       yield* setEcho(children, engine.segmentName)
@@ -208,6 +241,12 @@ const arm = (lazy: boolean, curve: boolean, total: number, layout: Layout, sizes
       yield* warmUp(engine, segments, 2 * total)
       yield* pingPong(engine, segments, sizes.jit)
       log(`scale ${name}: JIT warm-up over all ${total} peers ${((performance.now() - j0) / 1000).toFixed(1)} s`)
+      yield* Effect.sleep("200 millis")
+      peersIdleUsPerS = (yield* cpuOf(Effect.sleep("1 second"))).peersUs
+      log(
+        `scale ${name}: the ${children.length} peer processes idle (${total} engines, nothing sent): ` +
+          `${(peersIdleUsPerS / 1000).toFixed(0)} ms of CPU a second`
+      )
       for (const n of order) {
         const subset = segments.slice(0, n)
         const w0 = performance.now()
@@ -216,12 +255,17 @@ const arm = (lazy: boolean, curve: boolean, total: number, layout: Layout, sizes
         // last N = 1 (which inflated the floor of every N > 1), so it gets the JIT pass's length.
         yield* pingPong(engine, subset, n === 1 && oneWayUs.length === 0 ? sizes.jit : sizes.warmup)
         const t0 = performance.now()
-        const rtts = yield* pingPong(engine, subset, sizes.rounds)
+        const timed = yield* cpuOf(pingPong(engine, subset, sizes.rounds))
+        const rtts = timed.value
         const us = (quantile(rtts, 0.5) / 2) * 1000
         oneWayUs.push(us)
+        cpuPerRoundTripUs.push(timed.ownUs / sizes.rounds)
+        peersCpuPerRoundTripUs.push(timed.peersUs / sizes.rounds)
         log(
           `scale ${name} one-way N=${n}: ${us.toFixed(1)} µs (p90 RTT/2 ${(quantile(rtts, 0.9) * 500).toFixed(1)} µs; ` +
-            `warm-up ${((t0 - w0) / 1000).toFixed(1)} s, timed ${((performance.now() - t0) / 1000).toFixed(1)} s)`
+            `warm-up ${((t0 - w0) / 1000).toFixed(1)} s, timed ${timed.wallS.toFixed(1)} s; CPU per round trip: ` +
+            `this process ${(timed.ownUs / sizes.rounds).toFixed(1)} µs, the peer processes ` +
+            `${(timed.peersUs / sizes.rounds).toFixed(1)} µs net, wall ${((timed.wallS * 1e6) / sizes.rounds).toFixed(1)} µs)`
         )
       }
       // Where N peers' extra latency is: the same number of peer engines all in one process (one wakes per ping).
@@ -253,8 +297,17 @@ const arm = (lazy: boolean, curve: boolean, total: number, layout: Layout, sizes
         const before = snapshot({}, nic())
         const runs0 = sent.runs
         const completions0 = sent.sendsCompleted + sent.received
-        let ms = 0
-        for (let r = 0; r < sizes.timedRounds; r++) ms += yield* sendRound(engine, sent, subset, sizes.count)
+        const timed = yield* cpuOf(
+          Effect.gen(function* () {
+            let ms = 0
+            for (let r = 0; r < sizes.timedRounds; r++) ms += yield* sendRound(engine, sent, subset, sizes.count)
+            return ms
+          })
+        )
+        const ms = timed.value
+        const msgs = sizes.timedRounds * sizes.count
+        cpuPerMsgUs.push(timed.ownUs / msgs)
+        peersCpuPerMsgUs.push(timed.peersUs / msgs)
         const wire = changes(before, snapshot({}, nic()))
         const perRun = (sent.sendsCompleted + sent.received - completions0) / Math.max(1, sent.runs - runs0)
         yield* expectCounts(
@@ -269,7 +322,8 @@ const arm = (lazy: boolean, curve: boolean, total: number, layout: Layout, sizes
         log(
           `scale ${name} msgs/s N=${n}: ${(rate / 1000).toFixed(1)} k/s (${sizes.timedRounds} × ${sizes.count} timed, one ` +
             `round untimed; every peer received its share; notify completions per poller run ${perRun.toFixed(2)}; ` +
-            `this NIC over the timed rounds: ${wire})`
+            `this NIC over the timed rounds: ${wire}; CPU per notification: this process ` +
+            `${(timed.ownUs / msgs).toFixed(1)} µs, the peer processes ${(timed.peersUs / msgs).toFixed(1)} µs net)`
         )
       }
       if (set.frozen !== undefined) {
@@ -290,7 +344,11 @@ const arm = (lazy: boolean, curve: boolean, total: number, layout: Layout, sizes
       oneWayUs,
       msgsPerS,
       frozen,
-      oneProcessUs
+      oneProcessUs,
+      cpuPerRoundTripUs,
+      peersCpuPerRoundTripUs,
+      cpuPerMsgUs,
+      peersCpuPerMsgUs
     } satisfies ArmFigures
   })
 
@@ -345,12 +403,19 @@ const results = (a: ArmFigures): Array<BenchResult> => {
   const last = (xs: ReadonlyArray<number>) => xs[xs.length - 1] as number
   const oneFloor = (first(a.oneWayUs) + last(a.oneWayUs)) / 2
   const rateFloor = (first(a.msgsPerS) + last(a.msgsPerS)) / 2
+  // An entry of `[...sizes, 1]` beside its floor: N = 1's second run beside its first, any other beside their mean.
+  const curve = (xs: ReadonlyArray<number>, i: number): [number, number] =>
+    i === 0 ? [last(xs), first(xs)] : [xs[i] as number, (first(xs) + last(xs)) / 2]
   a.sizes.forEach((n, i) => {
     const us = i === 0 ? last(a.oneWayUs) : (a.oneWayUs[i] as number)
     const rate = i === 0 ? last(a.msgsPerS) : (a.msgsPerS[i] as number)
     out.push(
       figure(`scale_one_way_us_n${n}_${suffix}`, "us", "lower", us, i === 0 ? first(a.oneWayUs) : oneFloor),
-      figure(`scale_msgs_per_s_n${n}_${suffix}`, "msg/s", "higher", rate, i === 0 ? first(a.msgsPerS) : rateFloor)
+      figure(`scale_msgs_per_s_n${n}_${suffix}`, "msg/s", "higher", rate, i === 0 ? first(a.msgsPerS) : rateFloor),
+      figure(`scale_cpu_us_per_round_trip_n${n}_${suffix}`, "us", "lower", ...curve(a.cpuPerRoundTripUs, i)),
+      figure(`scale_peers_cpu_us_per_round_trip_n${n}_${suffix}`, "us", "lower", ...curve(a.peersCpuPerRoundTripUs, i)),
+      figure(`scale_cpu_us_per_msg_n${n}_${suffix}`, "us", "lower", ...curve(a.cpuPerMsgUs, i)),
+      figure(`scale_peers_cpu_us_per_msg_n${n}_${suffix}`, "us", "lower", ...curve(a.peersCpuPerMsgUs, i))
     )
   })
   if (a.oneProcessUs !== undefined) {
