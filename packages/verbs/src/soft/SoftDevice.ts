@@ -39,8 +39,14 @@ export { checkDeviceConfig, checkFaults, datagramCost, MAX_PLACEMENT_DELAY_MS, S
  * between two ACK flushes before every owed ACK goes at once (however few of them were for that QP).
  */
 const ACK_COALESCE = 32
-/** Send slots per device: a slot is reused only after this many further datagrams. */
-const SLOTS = 2048
+/**
+ * Send slots per device: a slot is reused only after this many further datagrams (one still in libuv's send queue is
+ * never overwritten: {@link SoftDevice.slot}). 64 slots are 264 KiB a device, touched in turn and so kept in the cache.
+ * It was 2048 (8.2 MiB a device): the 165 engines of one process in the engine's scale bench each faulted in a fresh
+ * page of that memory for nearly every packet they sent (one engine per ping, ~30 pings each a phase); one-way to 8
+ * engines of one process went from 1.6–3 × one engine to 1.1 ×, and their build from 63 to 49 s.
+ */
+export const SEND_SLOTS = 64
 const SLOT_SIZE = HDR + 4096
 /** QP numbers are 24 bits; IB reserves 0 (SMI) and 1 (GSI). */
 const QPN_MIN = 2
@@ -60,13 +66,13 @@ export class SoftDevice implements QpHost, CqHost {
   private readonly mrs = new MrTable()
   private readonly listeners = new Set<(event: AsyncEvent) => void>()
   private readonly slots: ReadonlyArray<Buffer> = (() => {
-    const memory = Buffer.allocUnsafeSlow(SLOTS * SLOT_SIZE)
-    return Array.from({ length: SLOTS }, (_, i) => memory.subarray(i * SLOT_SIZE, (i + 1) * SLOT_SIZE))
+    const memory = Buffer.allocUnsafeSlow(SEND_SLOTS * SLOT_SIZE)
+    return Array.from({ length: SEND_SLOTS }, (_, i) => memory.subarray(i * SLOT_SIZE, (i + 1) * SLOT_SIZE))
   })()
   private slotIndex = 0
   /** The slot handed out last (-1: a fresh buffer), and for each slot the number of the send that last carried it. */
   private lastSlot = -1
-  private readonly slotSent = new Float64Array(SLOTS)
+  private readonly slotSent = new Float64Array(SEND_SLOTS)
   /** Datagrams handed to the socket so far. */
   private sends = 0
   /** libuv still queued datagrams when the ring last came round to slot 0. */
@@ -214,7 +220,7 @@ export class SoftDevice implements QpHost, CqHost {
 
   slot(): Buffer {
     const i = this.slotIndex
-    this.slotIndex = i + 1 === SLOTS ? 0 : i + 1
+    this.slotIndex = i + 1 === SEND_SLOTS ? 0 : i + 1
     // A datagram the kernel could not take at once (EAGAIN) waits in libuv's queue, which points at its memory until
     // the kernel copies it; the queued ones are the last `getSendQueueCount()` sends. A slot among them is not
     // overwritten: this packet gets a fresh buffer (never on loopback, where the kernel takes every datagram at once).
