@@ -279,6 +279,63 @@ const scratch = new NotifyWire.DecodedRanges()
 /** Where the checked frame's reason starts (-1: none); set by `check` with `scratch`. */
 let scratchFailure = -1
 
+/** 2^32, and the largest u64 a double holds exactly (2^53 - 1). */
+const TWO32 = 4294967296
+const MAX_EXACT = 0x1fffffffffffffn
+const MAX_U64 = 0xffffffffffffffffn
+/**
+ * The hot path's u64 fields without BigInt garbage. Node's `writeBigUInt64LE` / `readBigUInt64LE` make three or four
+ * BigInts per field (masks and shifts), ~20 % of what a notification allocated. A value a double holds exactly (every
+ * `seq` and `ack_seq`) is split with plain arithmetic; the large ones (sessions and incarnations: 64 random bits, four
+ * of them in a notification that carries an ack) repeat frame after frame, so the last {@link KEPT} are kept with
+ * their halves.
+ */
+const KEPT = 4
+const kept: Array<bigint> = Array.from({ length: KEPT }, () => -1n)
+const keptLo = new Float64Array(KEPT)
+const keptHi = new Float64Array(KEPT)
+let keptNext = 0
+
+/** Keeps the large value `v` and its halves (replacing the oldest kept). */
+const keep = (v: bigint, lo: number, hi: number): void => {
+  kept[keptNext] = v
+  keptLo[keptNext] = lo
+  keptHi[keptNext] = hi
+  keptNext = (keptNext + 1) % KEPT
+}
+
+/** Writes the u64 `v` at `at` (little-endian); a value outside 0..2^64-1 throws `RangeError`, as Node's does. */
+const writeU64 = (buf: Buffer, v: bigint, at: number): void => {
+  if (v >= 0n && v <= MAX_EXACT) {
+    const n = Number(v)
+    const lo = n % TWO32
+    buf.writeUInt32LE(lo, at)
+    buf.writeUInt32LE((n - lo) / TWO32, at + 4)
+    return
+  }
+  let k = 0
+  while (k < KEPT && kept[k] !== v) k++
+  if (k === KEPT) {
+    if (v < 0n || v > MAX_U64) throw new RangeError(`CtrlFrame: ${v} is not a u64`)
+    keep(v, Number(v & 0xffffffffn), Number(v >> 32n))
+    k = (keptNext + KEPT - 1) % KEPT
+  }
+  buf.writeUInt32LE(keptLo[k] as number, at)
+  buf.writeUInt32LE(keptHi[k] as number, at + 4)
+}
+
+/** Reads the u64 at `at` (little-endian): one BigInt for a value a double holds, none for a large one kept. */
+const readU64 = (buf: Buffer, at: number): bigint => {
+  const lo = buf.readUInt32LE(at)
+  const hi = buf.readUInt32LE(at + 4)
+  if (hi < 0x200000) return BigInt(hi * TWO32 + lo)
+  for (let k = 0; k < KEPT; k++)
+    if (keptLo[k] === lo && keptHi[k] === hi && (kept[k] as bigint) >= 0n) return kept[k] as bigint
+  const v = (BigInt(hi) << 32n) | BigInt(lo)
+  keep(v, lo, hi)
+  return v
+}
+
 /** Writes the 44-byte header at `offset`. */
 const writeHeader = (
   buf: Buffer,
@@ -295,10 +352,10 @@ const writeHeader = (
   buf[offset + OFF_VERSION] = VERSION
   buf[offset + OFF_TYPE] = type
   buf.writeUInt16LE(flags, offset + OFF_FLAGS)
-  buf.writeBigUInt64LE(session, offset + OFF_SESSION)
-  buf.writeBigUInt64LE(epoch, offset + OFF_EPOCH)
-  buf.writeBigUInt64LE(seq, offset + OFF_SEQ)
-  buf.writeBigUInt64LE(ackSeq, offset + OFF_ACK_SEQ)
+  writeU64(buf, session, offset + OFF_SESSION)
+  writeU64(buf, epoch, offset + OFF_EPOCH)
+  writeU64(buf, seq, offset + OFF_SEQ)
+  writeU64(buf, ackSeq, offset + OFF_ACK_SEQ)
   buf.writeUInt32LE(payloadLen, offset + OFF_PAYLOAD_LEN)
 }
 
@@ -392,9 +449,9 @@ export const decodeAckInto = (buf: Buffer, offset: number, len: number, out: Ack
   if (buf[offset + OFF_VERSION] !== VERSION || buf[offset + OFF_TYPE] !== TYPE_CTRL_ACK) return false
   if ((buf.readUInt16LE(offset + OFF_FLAGS) & ~FLAG_NEEDS_ACK) !== 0) return false
   if (buf.readUInt32LE(offset + OFF_PAYLOAD_LEN) !== 0) return false
-  out.session = buf.readBigUInt64LE(offset + OFF_SESSION)
-  out.epoch = buf.readBigUInt64LE(offset + OFF_EPOCH)
-  out.ackSeq = buf.readBigUInt64LE(offset + OFF_ACK_SEQ)
+  out.session = readU64(buf, offset + OFF_SESSION)
+  out.epoch = readU64(buf, offset + OFF_EPOCH)
+  out.ackSeq = readU64(buf, offset + OFF_ACK_SEQ)
   return true
 }
 
@@ -464,8 +521,8 @@ export const decodeInto = (
   out.msgStart = scratch.msgStart
   out.msgEnd = scratch.msgEnd
   out.stamped = true
-  out.session = buf.readBigUInt64LE(offset + OFF_SESSION)
-  out.seq = buf.readBigUInt64LE(offset + OFF_SEQ)
+  out.session = readU64(buf, offset + OFF_SESSION)
+  out.seq = readU64(buf, offset + OFF_SEQ)
   out.epochLo = buf.readUInt32LE(offset + OFF_EPOCH)
   out.epochHi = buf.readUInt32LE(offset + OFF_EPOCH + 4)
   out.needsAck = (buf.readUInt16LE(offset + OFF_FLAGS) & FLAG_NEEDS_ACK) !== 0

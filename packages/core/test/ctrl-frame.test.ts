@@ -246,6 +246,38 @@ describe("CtrlFrame", () => {
       )
     })
 
+    it("write and read every u64 field as Node's BigInt codec does, across values a double holds and large ones that repeat or alternate", () => {
+      // The codec's u64 fast paths: arithmetic below 2^53, the last two large values kept with their halves. Values
+      // that share one half with a kept one, the boundaries, and runs that alternate among more than two large ones.
+      const edges = [0n, 1n, 2n ** 32n - 1n, 2n ** 32n, 2n ** 53n - 1n, 2n ** 53n, 2n ** 64n - 1n]
+      const large = fc.bigInt(2n ** 53n, 2n ** 64n - 1n)
+      const value = fc.oneof(fc.constantFrom(...edges), u64, large)
+      fc.assert(
+        fc.property(fc.array(fc.tuple(value, value, value), { minLength: 1, maxLength: 12 }), (acks) => {
+          const buf = Buffer.alloc(CtrlFrame.HEADER_BYTES)
+          const out = new CtrlFrame.AckFields()
+          for (const [session, epoch, ackSeq] of acks) {
+            // and one sharing its low half with `session`, its high half with `epoch`
+            const mixed = (session & 0xffffffffn) | ((epoch >> 32n) << 32n)
+            for (const [s, e, a] of [
+              [session, epoch, ackSeq],
+              [mixed, session, epoch]
+            ] as const) {
+              expect(CtrlFrame.encodeAckInto(buf, 0, s, e, a)).toBe(CtrlFrame.HEADER_BYTES)
+              expect(buf.readBigUInt64LE(8)).toBe(s)
+              expect(buf.readBigUInt64LE(16)).toBe(e)
+              expect(buf.readBigUInt64LE(32)).toBe(a)
+              expect(CtrlFrame.decodeAckInto(buf, 0, CtrlFrame.HEADER_BYTES, out)).toBe(true)
+              expect([out.session, out.epoch, out.ackSeq]).toEqual([s, e, a])
+            }
+          }
+        })
+      )
+      const buf = Buffer.alloc(CtrlFrame.HEADER_BYTES)
+      expect(() => CtrlFrame.encodeAckInto(buf, 0, -1n, 0n, 0n)).toThrow(RangeError)
+      expect(() => CtrlFrame.encodeAckInto(buf, 0, 0n, 2n ** 64n, 0n)).toThrow(RangeError)
+    })
+
     it("reports the same verdict as decode on mutated frames", () => {
       fc.assert(
         fc.property(frameArb, fc.nat(), fc.nat(255), (frame, at, value) => {
