@@ -401,17 +401,14 @@ const results = (a: ArmFigures): Array<BenchResult> => {
   if (a.oneWayUs.length === 0) return out
   const first = (xs: ReadonlyArray<number>) => xs[0] as number
   const last = (xs: ReadonlyArray<number>) => xs[xs.length - 1] as number
-  const oneFloor = (first(a.oneWayUs) + last(a.oneWayUs)) / 2
-  const rateFloor = (first(a.msgsPerS) + last(a.msgsPerS)) / 2
+  const mean = (xs: ReadonlyArray<number>) => (first(xs) + last(xs)) / 2
   // An entry of `[...sizes, 1]` beside its floor: N = 1's second run beside its first, any other beside their mean.
   const curve = (xs: ReadonlyArray<number>, i: number): [number, number] =>
-    i === 0 ? [last(xs), first(xs)] : [xs[i] as number, (first(xs) + last(xs)) / 2]
+    i === 0 ? [last(xs), first(xs)] : [xs[i] as number, mean(xs)]
   a.sizes.forEach((n, i) => {
-    const us = i === 0 ? last(a.oneWayUs) : (a.oneWayUs[i] as number)
-    const rate = i === 0 ? last(a.msgsPerS) : (a.msgsPerS[i] as number)
     out.push(
-      figure(`scale_one_way_us_n${n}_${suffix}`, "us", "lower", us, i === 0 ? first(a.oneWayUs) : oneFloor),
-      figure(`scale_msgs_per_s_n${n}_${suffix}`, "msg/s", "higher", rate, i === 0 ? first(a.msgsPerS) : rateFloor),
+      figure(`scale_one_way_us_n${n}_${suffix}`, "us", "lower", ...curve(a.oneWayUs, i)),
+      figure(`scale_msgs_per_s_n${n}_${suffix}`, "msg/s", "higher", ...curve(a.msgsPerS, i)),
       figure(`scale_cpu_us_per_round_trip_n${n}_${suffix}`, "us", "lower", ...curve(a.cpuPerRoundTripUs, i)),
       figure(`scale_peers_cpu_us_per_round_trip_n${n}_${suffix}`, "us", "lower", ...curve(a.peersCpuPerRoundTripUs, i)),
       figure(`scale_cpu_us_per_msg_n${n}_${suffix}`, "us", "lower", ...curve(a.cpuPerMsgUs, i)),
@@ -420,7 +417,13 @@ const results = (a: ArmFigures): Array<BenchResult> => {
   })
   if (a.oneProcessUs !== undefined) {
     out.push(
-      figure(`scale_one_way_us_n${ONE_PROCESS_PEERS}_one_process_${suffix}`, "us", "lower", a.oneProcessUs, oneFloor)
+      figure(
+        `scale_one_way_us_n${ONE_PROCESS_PEERS}_one_process_${suffix}`,
+        "us",
+        "lower",
+        a.oneProcessUs,
+        mean(a.oneWayUs)
+      )
     )
   }
   const f = a.frozen

@@ -329,8 +329,8 @@ const readU64 = (buf: Buffer, at: number): bigint => {
   const lo = buf.readUInt32LE(at)
   const hi = buf.readUInt32LE(at + 4)
   if (hi < 0x200000) return BigInt(hi * TWO32 + lo)
-  for (let k = 0; k < KEPT; k++)
-    if (keptLo[k] === lo && keptHi[k] === hi && (kept[k] as bigint) >= 0n) return kept[k] as bigint
+  // (an entry not yet used has high half 0, below any value that gets here)
+  for (let k = 0; k < KEPT; k++) if (keptLo[k] === lo && keptHi[k] === hi) return kept[k] as bigint
   const v = (BigInt(hi) << 32n) | BigInt(lo)
   keep(v, lo, hi)
   return v

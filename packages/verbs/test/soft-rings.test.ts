@@ -7,7 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { Errno, SendFlags, WcOpcode, WcStatus } from "../src/index.js"
 import { INITIAL_RING } from "../src/soft/RecvQueue.js"
-import { SEND_SLOTS, SoftDevice } from "../src/soft/SoftDevice.js"
+import { SoftDevice } from "../src/soft/SoftDevice.js"
 import type { SoftQp } from "../src/soft/SoftQp.js"
 import { makePair, pollN, recvWr, sendWr } from "./support.js"
 
@@ -80,10 +80,11 @@ describe("SoftVerbs work queues (rule 8)", () => {
   )
 
   it.scopedLive(
-    "a device's own memory (its send slots) stays under 1 MiB, and messages stay intact through many rounds of the slots",
+    "a device's own memory (its send slots) stays under 1 MiB (red at the former 2048 slots: 8.5 MiB)",
     () =>
       Effect.gen(function* () {
         // A process may host hundreds of devices (the engine's scale bench: 165 engines, one device each): 16 of them.
+        // The slots' reuse (each message intact after the ring wraps) is the first test's: 305 messages, 64 slots.
         const n = 16
         const before = process.memoryUsage().arrayBuffers
         const devices = yield* Effect.promise(() =>
@@ -92,23 +93,6 @@ describe("SoftVerbs work queues (rule 8)", () => {
         const perDevice = (process.memoryUsage().arrayBuffers - before) / n
         yield* Effect.promise(() => Promise.all(devices.map((d) => d.close())))
         expect(perDevice).toBeLessThan(1024 * 1024)
-        // Each slot reused several times over (the messages are posted and polled in rounds smaller than the ring).
-        const { a, b } = yield* makePair({ maxWr: 64 })
-        const rounds = 5
-        const per = 32
-        const wrong: Array<number> = []
-        for (let r = 0; r < rounds * ((2 * SEND_SLOTS) / per); r++) {
-          for (let k = 0; k < per; k++) expect(b.qp.postRecv(recvWr(b, k, k * 64, 64))).toBe(0)
-          for (let k = 0; k < per; k++) {
-            a.buf.write(message(r * per + k), k * 64)
-            expect(a.qp.postSend(sendWr(a, k, k * 64, 40))).toBe(0)
-          }
-          yield* pollN(b.cq, per)
-          yield* pollN(a.cq, per)
-          for (let k = 0; k < per; k++)
-            if (b.buf.toString("utf8", k * 64, k * 64 + 40) !== message(r * per + k)) wrong.push(r * per + k)
-        }
-        expect(wrong).toEqual([])
       })
   )
 })
