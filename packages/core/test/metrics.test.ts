@@ -1,5 +1,5 @@
 /**
- * The engine's Effect metrics (`Metrics`): the README's table is the catalog, and the counters move with what
+ * The engine's Effect metrics (`Metrics`): docs/metrics.md's table is the catalogue, and the counters move with what
  * happens between two engines in this process over real SoftVerbs devices and the real control plane on 127.0.0.1.
  * Metrics live in the process-wide registry, so every check reads a counter's change across its scenario, taken
  * from the registry's snapshot (as an exporter reads it) by name and exact label set.
@@ -54,7 +54,7 @@ const names = (ns: ReadonlyArray<Notification>) => ns.map((n) => notificationTex
 const tableUnder = (markdown: string, heading: string): Array<Array<string>> => {
   const lines = markdown.split("\n")
   const start = lines.indexOf(heading)
-  expect(start, `heading "${heading}" in the README`).toBeGreaterThanOrEqual(0)
+  expect(start, `heading "${heading}" in docs/metrics.md`).toBeGreaterThanOrEqual(0)
   let i = start + 1
   while (i < lines.length && !(lines[i] as string).startsWith("|")) i++
   const rows: Array<Array<string>> = []
@@ -73,9 +73,9 @@ const tableUnder = (markdown: string, heading: string): Array<Array<string>> => 
 const codes = (cell: string): Array<string> => Array.from(cell.matchAll(/`([^`]+)`/g), (m) => m[1] as string)
 
 describe("Metrics", () => {
-  it("the README's metrics table is allMetrics: name, type, labels, optional labels and meaning, in order", () => {
-    const readme = readFileSync(fileURLToPath(new URL("../README.md", import.meta.url)), "utf8")
-    const table = tableUnder(readme, "## Metrics").map(([name, type, labels, optional, meaning]) => ({
+  it("the catalogue in docs/metrics.md is allMetrics: name, type, labels, optional labels and meaning, in order", () => {
+    const doc = readFileSync(fileURLToPath(new URL("../../../docs/metrics.md", import.meta.url)), "utf8")
+    const table = tableUnder(doc, "## The catalogue").map(([name, type, labels, optional, meaning]) => ({
       name: codes(name as string)[0],
       type,
       labels: codes(labels as string),
