@@ -10,9 +10,12 @@
  *   arm's scope closes, which then kills it).
  *
  * Each face alternates: all healthy, then `frozenRounds` times frozen and (thawed, its burst settled) all healthy
- * again; the face's figure is the median over its frozen sets, its floor the median over its healthy ones, so a drift
- * of these shared cores over the face weighs on both sides alike (one set of each read 0.52 to 1.81 × for msgs/s from
- * run to run). Medians as the suite's (of an even count, the upper of the middle two). Each freeze starts with a burst
+ * again, so every frozen set has a healthy set just before and just after it. A round's ratio is its frozen set over
+ * the mean of those two healthy sets: a drift of these shared cores over the face (the peers warm up: healthy sets
+ * rose from 9.95 to 18.67 k msgs/s over one face) weighs on both sides alike. The face's figure, per measure, is the
+ * round whose ratio is the median of the face's (an odd `frozenRounds`: the middle one), beside that round's two
+ * healthy sets' mean as its floor. (One set of each read 0.52 to 1.81 × for msgs/s from run to run; medians of the
+ * frozen and of the healthy sets, as before, let the drift weigh on one side.) Each freeze starts with a burst
  * of `burst` notifications to every frozen peer (forked: each `sendNotification` may wait on the window), so the
  * engine holds sends towards the frozen peers — retrying, failing, resending — while the healthy ones are measured;
  * after the thaw the burst completes (at most 30 s) or is interrupted, before the healthy set.
@@ -33,12 +36,31 @@ export interface FrozenFigures {
   readonly host: SetFigures
 }
 
-/** Each figure's median over `sets`. */
-const medianOf = (sets: ReadonlyArray<SetFigures>): SetFigures => ({
-  oneWayUs: median(sets.map((f) => f.oneWayUs)),
-  p90Us: median(sets.map((f) => f.p90Us)),
-  msgsPerS: median(sets.map((f) => f.msgsPerS))
-})
+/** A measure's rounds' ratios (frozen over its bracket), and the figure and floor of the median one's round. */
+const bracketed = (frozen: ReadonlyArray<SetFigures>, healthy: ReadonlyArray<SetFigures>, m: keyof SetFigures) => {
+  const rounds = frozen.map((f, r) => {
+    const floor = ((healthy[r] as SetFigures)[m] + (healthy[r + 1] as SetFigures)[m]) / 2
+    return { value: f[m], floor, ratio: f[m] / floor }
+  })
+  const mid = median(rounds.map((x) => x.ratio))
+  const at = rounds.find((x) => x.ratio === mid) ?? (rounds[0] as (typeof rounds)[number])
+  return { value: at.value, floor: at.floor, ratios: rounds.map((x) => x.ratio.toFixed(2)).join(" / ") }
+}
+
+/**
+ * A face's figures and floors (`frozen[r]` between `healthy[r]` and `healthy[r + 1]`), each measure on its own, and
+ * the rounds' ratios as a line for the log.
+ */
+export const faceFigures = (frozen: ReadonlyArray<SetFigures>, healthy: ReadonlyArray<SetFigures>) => {
+  const oneWay = bracketed(frozen, healthy, "oneWayUs")
+  const p90 = bracketed(frozen, healthy, "p90Us")
+  const msgs = bracketed(frozen, healthy, "msgsPerS")
+  return {
+    frozen: { oneWayUs: oneWay.value, p90Us: p90.value, msgsPerS: msgs.value } satisfies SetFigures,
+    healthy: { oneWayUs: oneWay.floor, p90Us: p90.floor, msgsPerS: msgs.floor } satisfies SetFigures,
+    ratios: `one-way ${oneWay.ratios}, msgs/s ${msgs.ratios}`
+  }
+}
 
 /**
  * The numeric counters of the diagnostics and of this engine's SoftVerbs device, flattened (`rdma.notifyErrors`,
@@ -163,7 +185,11 @@ export const frozenPhases = (
           )
           healthySets.push(yield* measure(`all healthy (${name} face, after thaw ${r})`))
         }
-        return { healthy: medianOf(healthySets), frozen: medianOf(frozenSets) }
+        const figures = faceFigures(frozenSets, healthySets)
+        log(
+          `scale frozen, ${name} face: each round's frozen set ÷ the mean of the healthy sets around it: ${figures.ratios}`
+        )
+        return figures
       })
     const appFace = yield* face("application", "applications frozen, NICs live", (f) => freezeApplication(group, f))
     // SIGCONT when the scope closes too (then SIGKILL: the child's finalizer), should a round be interrupted.

@@ -29,8 +29,8 @@
  *   transport's `sendsCompleted`), after an untimed round (and, once before the first N, one over all peers); the
  *   peers' counts are checked to hold every one.
  * - frozen (lazy arm): both figures over the 990 healthy peers with the 10 of the frozen group frozen, application
- *   or host: the median over `frozenRounds` frozen sets beside the median over the all-healthy sets that alternate
- *   with them (`bench/scale-frozen.ts`).
+ *   or host: `frozenRounds` frozen sets, each between two all-healthy sets; each round's frozen set over the mean of
+ *   its two healthy ones, the figure that of the median round (`bench/scale-frozen.ts`).
  *
  * The sizes run in the order 1, 8, 64, 256, (1000,) 1 (one-way first, then msgs/s): the floor of a figure at N > 1 is
  * the mean of the two N = 1 figures of the same arm (ratio: the cost of N peers over one); the N = 1 entry's value is
@@ -480,8 +480,8 @@ const goals = (rs: ReadonlyArray<BenchResult>, suiteS: number, quick: boolean): 
 export const run = async (options: BenchOptions): Promise<ReadonlyArray<BenchResult>> => {
   // Sends per round stay small: with lazy slots a round runs at 0.3–10 k/s (see the README).
   const sizes: Sizes = options.quick
-    ? { rounds: 1000, warmup: 500, jit: 3000, count: 2000, timedRounds: 1, frozenRounds: 2 }
-    : { rounds: 3000, warmup: 1000, jit: 5000, count: 5000, timedRounds: 2, frozenRounds: 3 }
+    ? { rounds: 1000, warmup: 500, jit: 3000, count: 2000, timedRounds: 1, frozenRounds: 3, setRounds: 5 }
+    : { rounds: 3000, warmup: 1000, jit: 5000, count: 5000, timedRounds: 2, frozenRounds: 5, setRounds: 5 }
   const t0 = performance.now()
   const runArm = (lazy: boolean, curve: boolean, total: number, layout: Layout) =>
     Effect.runPromise(
