@@ -26,7 +26,7 @@ import type { Diagnostics, TransferEngine } from "../src/index.js"
 import { measureSet, ping, type RoundCounters, type SetFigures, type Sizes } from "./scale-measure.js"
 import { freezeApplication, type PeerSet, setEcho } from "./scale-peers.js"
 
-/** The frozen phases' figures: each face (the median over its frozen sets) beside its all-healthy sets' median. */
+/** The frozen phases' figures: each face (its median round's frozen set, per measure) beside that round's healthy mean. */
 export interface FrozenFigures {
   readonly healthy: number
   readonly frozen: number
