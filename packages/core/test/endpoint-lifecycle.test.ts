@@ -312,6 +312,26 @@ describe("accept", () => {
   )
 })
 
+describe("the transport's reclaim pass", () => {
+  it.scopedLive(
+    "sleeps while nothing is retired and wakes for a retired endpoint: destroyed by the pass about 1 s later",
+    () =>
+      Effect.gen(function* () {
+        const { A } = yield* twoTransports()
+        const devA = A.devices[0] as RdmaDevice
+        const ep = yield* A.getEndpoint(devA, { server: "B", address: "B" }, "mlx0")
+        // idle past two of the pass's intervals first: the pass is parked, not gone
+        yield* Effect.sleep("2500 millis")
+        yield* A.resetConnection(ep)
+        expect(devA.store.waiting.has(ep)).toBe(true)
+        const t0 = Date.now()
+        while (devA.store.waiting.has(ep) && Date.now() - t0 < 10_000) yield* Effect.sleep("50 millis")
+        expect(devA.store.waiting.has(ep)).toBe(false)
+        expect(ep.status).toBe("DESTROYED")
+      }).pipe(Effect.timeout("30 seconds"))
+  )
+})
+
 describe("simultaneous open", () => {
   it.scopedLive("the RDMA transport's stores are SIEVE stores of endpoint_store_cap", () =>
     Effect.gen(function* () {

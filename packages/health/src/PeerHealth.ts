@@ -97,7 +97,9 @@ export interface PeerHealthShape extends RpcAgent.CallGuard {
   ) => Effect.Effect<void>
   /**
    * {@link PeerHealthShape.probeRound} every `intervalMs` (default `peer_health/probe_interval_ms`) after the end of
-   * the previous round, for ever; fork it in a scope (`Effect.forkScoped`) to stop it with the scope.
+   * the previous round, for ever, while a peer is marked: with none marked it sleeps until a mark (the first round
+   * `intervalMs` after it), so an idle engine's prober wakes for nothing. Fork it in a scope (`Effect.forkScoped`) to
+   * stop it with the scope.
    */
   readonly runProber: (
     probe: (address: string) => Effect.Effect<void, TransportFailure>,
@@ -238,6 +240,8 @@ export const make = (options: Partial<PeerHealthOptions> = {}): Effect.Effect<Pe
     const o: PeerHealthOptions = { ...defaults, ...options }
     // Changed only by synchronous code: every change is atomic on the one JS thread.
     const peers = new Map<string, Entry>()
+    // Open while a peer is marked: the prober sleeps on it otherwise (an engine with no marked peer wakes for nothing).
+    const anyMarked = Effect.unsafeMakeLatch(false)
     const metrics = newCounters()
     const now = () => clock.unsafeCurrentTimeMillis()
 
@@ -271,6 +275,7 @@ export const make = (options: Partial<PeerHealthOptions> = {}): Effect.Effect<Pe
         after,
         touchedAt: touch || before === undefined ? t : before.touchedAt
       })
+      anyMarked.unsafeOpen()
       metrics.marks++
       if (touch) markByCall.update(1, address)
       else markByProbe.update(1, address)
@@ -353,8 +358,21 @@ export const make = (options: Partial<PeerHealthOptions> = {}): Effect.Effect<Pe
             )
       )
 
+    // Parked while no peer is marked: the check and the close are one synchronous step, and a mark reopens it.
+    const parkIfNoneMarked = Effect.sync(() => {
+      sweep(now())
+      if (peers.size === 0) anyMarked.unsafeClose()
+    })
     const runProber: PeerHealthShape["runProber"] = (probe, intervalMs = o.probeIntervalMs) =>
-      Effect.forever(Effect.zipRight(Effect.sleep(Duration.millis(intervalMs)), probeRound(probe)))
+      Effect.forever(
+        Effect.zipRight(
+          anyMarked.await,
+          Effect.zipRight(
+            Effect.zipRight(Effect.sleep(Duration.millis(intervalMs)), probeRound(probe)),
+            parkIfNoneMarked
+          )
+        )
+      )
 
     const snapshot = Effect.sync(() => {
       sweep(now())

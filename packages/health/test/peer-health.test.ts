@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { RpcAgent, TransportFailure } from "@tent/rpc"
-import { ConfigProvider, Deferred, Duration, Effect, Either, Fiber, Layer, TestClock } from "effect"
+import { Chunk, ConfigProvider, Deferred, Duration, Effect, Either, Fiber, Layer, TestClock } from "effect"
 import { PeerHealth } from "../src/index.js"
 
 const ms = (n: number) => Duration.millis(n)
@@ -358,6 +358,32 @@ describe("PeerHealth: the prober", () => {
         expect(probes).toBe(4)
       })
     )
+  )
+
+  it.effect(
+    "runProber holds no timer while no peer is marked: a mark wakes it, its first round an interval later",
+    () =>
+      withPeers((peers) =>
+        Effect.scoped(
+          Effect.gen(function* () {
+            let probes = 0
+            yield* Effect.forkScoped(peers.runProber(countingProbe(() => probes++)))
+            yield* TestClock.adjust(ms(5000))
+            // parked on the marks, not sleeping: an idle engine's prober wakes for nothing (red: one sleep pending)
+            expect(Chunk.size(yield* TestClock.sleeps())).toBe(0)
+            yield* TestClock.adjust(ms(500))
+            yield* peers.record("a:1", failure("a:1"))
+            yield* Effect.yieldNow()
+            expect(Chunk.size(yield* TestClock.sleeps())).toBe(1)
+            yield* TestClock.adjust(ms(999))
+            expect(probes).toBe(0)
+            yield* TestClock.adjust(ms(1))
+            expect(probes).toBe(1)
+            // the probe failed: still marked, the prober goes on
+            expect(Chunk.size(yield* TestClock.sleeps())).toBe(1)
+          })
+        )
+      )
   )
 
   it.effect("runProber takes its interval from the options, or from its argument", () =>

@@ -48,6 +48,8 @@ export class EndpointStore {
   readonly waiting = new Set<RdmaEndpoint>()
   /** Endpoints evicted for capacity so far. */
   evictions = 0
+  /** Called each time an endpoint joins `waiting` (the transport's reclaim pass sleeps until then). */
+  onWaiting: () => void = () => {}
   readonly policy: EvictionPolicy
   private readonly entries = new Map<string, Entry>()
   /** Newest endpoint. */
@@ -114,6 +116,7 @@ export class EndpointStore {
     if (entry !== undefined && entry.ep === ep) this.unlink(entry)
     ep.retireNoLock()
     this.waiting.add(ep)
+    this.onWaiting()
   }
 
   /** TENT `evictOne`: picks a victim by the policy, retires it and moves it to the reclaim list. */
@@ -134,6 +137,7 @@ export class EndpointStore {
     this.evictions++
     victim.ep.retireNoLock("evicted")
     this.waiting.add(victim.ep)
+    this.onWaiting()
   }
 
   private unlink(entry: Entry): void {

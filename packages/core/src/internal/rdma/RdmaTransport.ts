@@ -254,12 +254,20 @@ export const make = Effect.gen(function* () {
     )
   )
 
-  // Reclaim retired endpoints (TENT's monitor thread, every ≥ 1 s).
+  // Reclaim retired endpoints (TENT's monitor thread, every ≥ 1 s) while any waits; parked when a pass leaves none
+  // (the check and the close are one synchronous step, and the next retired endpoint reopens it).
+  const anyWaiting = Effect.unsafeMakeLatch(false)
+  for (const d of devices) d.store.onWaiting = () => anyWaiting.unsafeOpen()
   yield* Effect.forkScoped(
     Effect.forever(
       Effect.zipRight(
-        Effect.sleep(RECLAIM_INTERVAL),
-        Effect.forEach(devices, (d) => d.store.reclaim, { discard: true })
+        Effect.zipRight(anyWaiting.await, Effect.sleep(RECLAIM_INTERVAL)),
+        Effect.zipRight(
+          Effect.forEach(devices, (d) => d.store.reclaim, { discard: true }),
+          Effect.sync(() => {
+            if (devices.every((d) => d.store.waiting.size === 0)) anyWaiting.unsafeClose()
+          })
+        )
       )
     )
   )

@@ -106,6 +106,8 @@ export const make = (
     let rr = 0
     /** Posted slices by work-request id, in post order (the timeout check relies on it). */
     const inflight = new Map<number, Slice>()
+    /** Open while slices are in flight: the timeout check sleeps on it otherwise (an idle engine wakes for nothing). */
+    const anyInflight = Effect.unsafeMakeLatch(false)
     /** Slices waiting for a free lane of their endpoint, posted by that endpoint's completions. */
     const blocked = new Map<RdmaEndpoint, Array<Slice>>()
     const slow = yield* Queue.unbounded<Slice>()
@@ -182,6 +184,7 @@ export const make = (
       sge.length = slice.length
       sge.lkey = slice.lkeys[l] as number
       slice.postedAt = clock.unsafeCurrentTimeMillis()
+      if (inflight.size === 0) anyInflight.unsafeOpen()
       inflight.set(slice.id, slice)
       const rc = (ep.dataQps[lane] as QueuePair).postSend(wr)
       if (rc !== 0) {
@@ -364,10 +367,12 @@ export const make = (
     )
 
     // TENT's software timeout: a slice in flight longer than max_timeout_ns ends TIMEOUT and its endpoint is retired.
+    // Checked every timeoutCheckMs while slices are in flight; parked when a check finds none (the check and the close
+    // are one synchronous step, and the next post reopens it).
     yield* Effect.forkScoped(
       Effect.forever(
         Effect.zipRight(
-          Effect.sleep(timeoutCheckMs(timeoutMs)),
+          Effect.zipRight(anyInflight.await, Effect.sleep(timeoutCheckMs(timeoutMs))),
           Effect.sync(() => {
             const now = clock.unsafeCurrentTimeMillis()
             for (const slice of inflight.values()) {
@@ -382,6 +387,7 @@ export const make = (
               )
               if (slice.ep !== undefined) Queue.unsafeOffer(events, { kind: "timeout", slice, ep: slice.ep })
             }
+            if (inflight.size === 0) anyInflight.unsafeClose()
           })
         )
       )
