@@ -9,11 +9,12 @@ import { faceFigures } from "../bench/scale-frozen.js"
 import type { SetFigures } from "../bench/scale-measure.js"
 
 const set = (msgsPerS: number, oneWayUs: number): SetFigures => ({ msgsPerS, oneWayUs, p90Us: 2 * oneWayUs })
+/** Healthy sets rising 10 → 16 k msgs/s (and one-way falling) over a face: the peers warming up. */
+const healthy = [set(10_000, 300), set(12_000, 280), set(14_000, 260), set(16_000, 240)]
 
 describe("scale bench: the frozen faces' figures", () => {
   it("a steady drift over the face reads 1 ×, where the medians of each side read it as a loss", () => {
-    // healthy sets rising 10 → 16 k msgs/s (and one-way falling) over the face; each frozen set halfway between
-    const healthy = [set(10_000, 300), set(12_000, 280), set(14_000, 260), set(16_000, 240)]
+    // each frozen set halfway between the healthy sets around it
     const frozen = [set(11_000, 290), set(13_000, 270), set(15_000, 250)]
     const f = faceFigures(frozen, healthy)
     expect(f.frozen.msgsPerS / f.healthy.msgsPerS).toBeCloseTo(1, 10)
@@ -28,7 +29,6 @@ describe("scale bench: the frozen faces' figures", () => {
   })
 
   it("frozen sets slower than the healthy ones around them read below 1 ×, whatever the drift", () => {
-    const healthy = [set(10_000, 300), set(12_000, 280), set(14_000, 260), set(16_000, 240)]
     const frozen = [set(5_500, 580), set(9_100, 405), set(7_500, 500)]
     const f = faceFigures(frozen, healthy)
     // ratios 0.5, 0.7, 0.5 for msgs/s: the median round is one at 0.5
@@ -38,9 +38,9 @@ describe("scale bench: the frozen faces' figures", () => {
   })
 
   it("one outlying round does not set the figure", () => {
-    const healthy = [set(10_000, 300), set(10_000, 300), set(10_000, 300), set(10_000, 300)]
+    const steady = [set(10_000, 300), set(10_000, 300), set(10_000, 300), set(10_000, 300)]
     const frozen = [set(10_000, 300), set(2_000, 3000), set(10_000, 300)]
-    const f = faceFigures(frozen, healthy)
+    const f = faceFigures(frozen, steady)
     expect(f.frozen.msgsPerS / f.healthy.msgsPerS).toBe(1)
     expect(f.frozen.oneWayUs / f.healthy.oneWayUs).toBe(1)
   })
