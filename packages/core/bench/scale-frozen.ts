@@ -20,30 +20,34 @@
  * engine holds sends towards the frozen peers — retrying, failing, resending — while the healthy ones are measured;
  * after the thaw the burst completes (at most 30 s) or is interrupted, before the healthy set.
  */
-import { median } from "@tent/verbs/bench"
 import { Duration, Effect, Fiber } from "effect"
 import type { Diagnostics, TransferEngine } from "../src/index.js"
 import { measureSet, ping, type RoundCounters, type SetFigures, type Sizes } from "./scale-measure.js"
 import { freezeApplication, type PeerSet, setEcho } from "./scale-peers.js"
 
+/** A face's figures: the two the bench reports (a set's p90 is logged only). */
+export type FaceFigures = Pick<SetFigures, "oneWayUs" | "msgsPerS">
+
 /** The frozen phases' figures: each face (its median round's frozen set, per measure) beside that round's healthy mean. */
 export interface FrozenFigures {
   readonly healthy: number
   readonly frozen: number
-  readonly healthyApp: SetFigures
-  readonly app: SetFigures
-  readonly healthyHost: SetFigures
-  readonly host: SetFigures
+  readonly healthyApp: FaceFigures
+  readonly app: FaceFigures
+  readonly healthyHost: FaceFigures
+  readonly host: FaceFigures
 }
 
-/** A measure's rounds' ratios (frozen over its bracket), and the figure and floor of the median one's round. */
-const bracketed = (frozen: ReadonlyArray<SetFigures>, healthy: ReadonlyArray<SetFigures>, m: keyof SetFigures) => {
+/**
+ * A measure's rounds (frozen set, the mean of the healthy sets around it, their ratio) and its median round, as the
+ * suite's `median` picks it: the one at ⌊n / 2⌋ by ratio.
+ */
+const bracketed = (frozen: ReadonlyArray<SetFigures>, healthy: ReadonlyArray<SetFigures>, m: keyof FaceFigures) => {
   const rounds = frozen.map((f, r) => {
     const floor = ((healthy[r] as SetFigures)[m] + (healthy[r + 1] as SetFigures)[m]) / 2
     return { value: f[m], floor, ratio: f[m] / floor }
   })
-  const mid = median(rounds.map((x) => x.ratio))
-  const at = rounds.find((x) => x.ratio === mid) ?? (rounds[0] as (typeof rounds)[number])
+  const at = [...rounds].sort((a, b) => a.ratio - b.ratio)[Math.floor(rounds.length / 2)] as (typeof rounds)[number]
   return { value: at.value, floor: at.floor, ratios: rounds.map((x) => x.ratio.toFixed(2)).join(" / ") }
 }
 
@@ -53,11 +57,10 @@ const bracketed = (frozen: ReadonlyArray<SetFigures>, healthy: ReadonlyArray<Set
  */
 export const faceFigures = (frozen: ReadonlyArray<SetFigures>, healthy: ReadonlyArray<SetFigures>) => {
   const oneWay = bracketed(frozen, healthy, "oneWayUs")
-  const p90 = bracketed(frozen, healthy, "p90Us")
   const msgs = bracketed(frozen, healthy, "msgsPerS")
   return {
-    frozen: { oneWayUs: oneWay.value, p90Us: p90.value, msgsPerS: msgs.value } satisfies SetFigures,
-    healthy: { oneWayUs: oneWay.floor, p90Us: p90.floor, msgsPerS: msgs.floor } satisfies SetFigures,
+    frozen: { oneWayUs: oneWay.value, msgsPerS: msgs.value } satisfies FaceFigures,
+    healthy: { oneWayUs: oneWay.floor, msgsPerS: msgs.floor } satisfies FaceFigures,
     ratios: `one-way ${oneWay.ratios}, msgs/s ${msgs.ratios}`
   }
 }
@@ -163,7 +166,7 @@ export const frozenPhases = (
       name: string,
       frozenAs: string,
       freeze: (frozen: boolean) => Effect.Effect<void, unknown>
-    ): Effect.Effect<{ healthy: SetFigures; frozen: SetFigures }, unknown> =>
+    ): Effect.Effect<{ healthy: FaceFigures; frozen: FaceFigures }, unknown> =>
       Effect.gen(function* () {
         const healthySets = [yield* measure(`all healthy (before the ${name} face)`)]
         const frozenSets: Array<SetFigures> = []

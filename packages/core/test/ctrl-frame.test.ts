@@ -247,8 +247,8 @@ describe("CtrlFrame", () => {
     })
 
     it("write and read every u64 field as Node's BigInt codec does, across values a double holds and large ones that repeat or alternate", () => {
-      // The codec's u64 fast paths: arithmetic below 2^53, the last two large values kept with their halves. Values
-      // that share one half with a kept one, the boundaries, and runs that alternate among more than two large ones.
+      // The codec's u64 fast paths: arithmetic below 2^53, the last four large values kept with their halves. Values
+      // that share one half with a kept one, the boundaries, and runs that alternate among more than four large ones.
       const edges = [0n, 1n, 2n ** 32n - 1n, 2n ** 32n, 2n ** 53n - 1n, 2n ** 53n, 2n ** 64n - 1n]
       const large = fc.bigInt(2n ** 53n, 2n ** 64n - 1n)
       const value = fc.oneof(fc.constantFrom(...edges), u64, large)
