@@ -13,14 +13,9 @@ export default defineConfig({
     projects: [
       "packages/*",
       {
+        extends: true,
         root: "./packages/cli",
-        test: {
-          name: "cli-lane",
-          include: ["test/probe.test.ts", "test/install.test.ts"],
-          pool: "threads",
-          testTimeout: 60_000,
-          hookTimeout: 60_000
-        }
+        test: { name: "cli-lane", include: ["test/probe.test.ts", "test/install.test.ts"], pool: "threads" }
       }
     ],
     poolOptions: { forks: { isolate: false } },

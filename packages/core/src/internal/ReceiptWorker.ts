@@ -13,6 +13,7 @@ import { DescriptorCache } from "@tent/rpc"
 import { Effect, Either, FiberSet, type Scope } from "effect"
 import { holdActive } from "./HeldRecord.js"
 import { type Destination, EngineReceipts, type Entry, parseIncarnation } from "./Ledger.js"
+import { parked } from "./Parked.js"
 import { EngineAgent } from "./Services.js"
 import { notifyRpc } from "./TcpTransport.js"
 
@@ -88,30 +89,25 @@ export const start: Effect.Effect<
   ledger.kick = run
 
   const tick = Math.max(10, Math.min(100, Math.floor(resendAfterMs / 2)))
-  // While no entry is live the ticker is parked (an idle engine wakes for nothing); the next `accept` opens it.
-  const awake = yield* Effect.makeLatch(true)
-  const wake = () => Effect.runSync(awake.open)
-  yield* Effect.forkScoped(
-    Effect.forever(
-      Effect.zipRight(
-        Effect.zipRight(awake.await, Effect.sleep(tick)),
-        Effect.sync(() => {
-          const now = ledger.clock()
-          ledger.expire(now)
-          let live = false
-          for (const d of ledger.destinations.values()) {
-            if (d.live === 0) continue
-            live = true
-            if (!d.busy && firstDue(d, now, resendAfterMs) !== undefined) run(d)
-          }
-          if (live) return
-          // Parked in the same synchronous step that found nothing live: no `accept` falls between the two.
-          ledger.wake = wake
-          Effect.runSync(awake.close)
-        })
-      )
-    )
+  // While no entry is live the ticker is parked (an idle engine wakes for nothing); the next `accept` wakes it.
+  const ticker = parked(
+    tick,
+    Effect.sync(() => {
+      const now = ledger.clock()
+      ledger.expire(now)
+      for (const d of ledger.destinations.values()) {
+        if (d.live > 0 && !d.busy && firstDue(d, now, resendAfterMs) !== undefined) run(d)
+      }
+    }),
+    () => {
+      for (const d of ledger.destinations.values()) if (d.live > 0) return false
+      // Parked in the same synchronous step that found nothing live: an `accept` after it finds `wake` set.
+      ledger.wake = ticker.wake
+      return true
+    },
+    true
   )
+  yield* Effect.forkScoped(ticker.loop)
   yield* Effect.addFinalizer(() =>
     Effect.sync(() => {
       ledger.kick = () => {}

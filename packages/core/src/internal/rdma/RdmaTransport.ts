@@ -23,6 +23,7 @@ import { EngineDelivery } from "../Delivery.js"
 import { HELD_TTL_MS } from "../HeldRecord.js"
 import { EngineReceipts } from "../Ledger.js"
 import { LEDGER_FULL, NO_SLOT, NOTIFY_SLOT_BYTES, TOO_LARGE } from "../NotifyChannel.js"
+import { parked } from "../Parked.js"
 import { EngineAgent, EngineIdentity, ResendQueue } from "../Services.js"
 import { BootstrapGuard } from "./BootstrapGuard.js"
 import { Markers, onImmRecv, TransferMarks } from "./Immediates.js"
@@ -254,23 +255,14 @@ export const make = Effect.gen(function* () {
     )
   )
 
-  // Reclaim retired endpoints (TENT's monitor thread, every ≥ 1 s) while any waits; parked when a pass leaves none
-  // (the check and the close are one synchronous step, and the next retired endpoint reopens it).
-  const anyWaiting = Effect.unsafeMakeLatch(false)
-  for (const d of devices) d.store.onWaiting = () => anyWaiting.unsafeOpen()
-  yield* Effect.forkScoped(
-    Effect.forever(
-      Effect.zipRight(
-        Effect.zipRight(anyWaiting.await, Effect.sleep(RECLAIM_INTERVAL)),
-        Effect.zipRight(
-          Effect.forEach(devices, (d) => d.store.reclaim, { discard: true }),
-          Effect.sync(() => {
-            if (devices.every((d) => d.store.waiting.size === 0)) anyWaiting.unsafeClose()
-          })
-        )
-      )
-    )
+  // Reclaim retired endpoints (TENT's monitor thread, every ≥ 1 s) while any waits; parked while none does.
+  const reclaim = parked(
+    RECLAIM_INTERVAL,
+    Effect.forEach(devices, (d) => d.store.reclaim, { discard: true }),
+    () => devices.every((d) => d.store.waiting.size === 0)
   )
+  for (const d of devices) d.store.onWaiting = reclaim.wake
+  yield* Effect.forkScoped(reclaim.loop)
 
   const getEndpoint: RdmaTransportShape["getEndpoint"] = (device, target, peerNic) =>
     Effect.gen(function* () {

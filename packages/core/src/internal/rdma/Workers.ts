@@ -25,6 +25,7 @@ import { RdmaTransferFailed, TransferTimeout } from "../../Errors.js"
 import * as Metrics from "../../Metrics.js"
 import { PeerHealthPolicy } from "../../PeerHealth.js"
 import { LocalSegment, type Region } from "../LocalSegment.js"
+import { parked } from "../Parked.js"
 import type { SliceTransport, Task, TaskBoard } from "../Tasks.js"
 import { IMM_RECV_BASE, isMarker } from "./DataRecvs.js"
 import { nicPath } from "./NicPath.js"
@@ -106,8 +107,27 @@ export const make = (
     let rr = 0
     /** Posted slices by work-request id, in post order (the timeout check relies on it). */
     const inflight = new Map<number, Slice>()
-    /** Open while slices are in flight: the timeout check sleeps on it otherwise (an idle engine wakes for nothing). */
-    const anyInflight = Effect.unsafeMakeLatch(false)
+    // TENT's software timeout: a slice in flight longer than max_timeout_ns ends TIMEOUT and its endpoint is retired.
+    // Checked every timeoutCheckMs while slices are in flight; parked while none is (a post wakes it). Forked below.
+    const timeoutCheck = parked(
+      timeoutCheckMs(timeoutMs),
+      Effect.sync(() => {
+        const now = clock.unsafeCurrentTimeMillis()
+        for (const slice of inflight.values()) {
+          if (now - slice.postedAt < timeoutMs) break // post order: the rest are younger
+          inflight.delete(slice.id)
+          failSlice(
+            slice,
+            new TransferTimeout({
+              timeoutMs,
+              message: `a slice stayed in flight longer than ${timeoutMs} ms (transports/rdma/max_timeout_ns)`
+            })
+          )
+          if (slice.ep !== undefined) Queue.unsafeOffer(events, { kind: "timeout", slice, ep: slice.ep })
+        }
+      }),
+      () => inflight.size === 0
+    )
     /** Slices waiting for a free lane of their endpoint, posted by that endpoint's completions. */
     const blocked = new Map<RdmaEndpoint, Array<Slice>>()
     const slow = yield* Queue.unbounded<Slice>()
@@ -184,7 +204,7 @@ export const make = (
       sge.length = slice.length
       sge.lkey = slice.lkeys[l] as number
       slice.postedAt = clock.unsafeCurrentTimeMillis()
-      if (inflight.size === 0) anyInflight.unsafeOpen()
+      if (inflight.size === 0) timeoutCheck.wake()
       inflight.set(slice.id, slice)
       const rc = (ep.dataQps[lane] as QueuePair).postSend(wr)
       if (rc !== 0) {
@@ -366,32 +386,8 @@ export const make = (
       )
     )
 
-    // TENT's software timeout: a slice in flight longer than max_timeout_ns ends TIMEOUT and its endpoint is retired.
-    // Checked every timeoutCheckMs while slices are in flight; parked when a check finds none (the check and the close
-    // are one synchronous step, and the next post reopens it).
-    yield* Effect.forkScoped(
-      Effect.forever(
-        Effect.zipRight(
-          Effect.zipRight(anyInflight.await, Effect.sleep(timeoutCheckMs(timeoutMs))),
-          Effect.sync(() => {
-            const now = clock.unsafeCurrentTimeMillis()
-            for (const slice of inflight.values()) {
-              if (now - slice.postedAt < timeoutMs) break // post order: the rest are younger
-              inflight.delete(slice.id)
-              failSlice(
-                slice,
-                new TransferTimeout({
-                  timeoutMs,
-                  message: `a slice stayed in flight longer than ${timeoutMs} ms (transports/rdma/max_timeout_ns)`
-                })
-              )
-              if (slice.ep !== undefined) Queue.unsafeOffer(events, { kind: "timeout", slice, ep: slice.ep })
-            }
-            if (inflight.size === 0) anyInflight.unsafeClose()
-          })
-        )
-      )
-    )
+    // TENT's software timeout (`timeoutCheck`, above).
+    yield* Effect.forkScoped(timeoutCheck.loop)
 
     // What every slice to one target buffer (or from one local region) shares, built once per buffer and region rather
     // than per request: its keys are strings the slice path looks up on every post and completion. A buffer object
